@@ -49,7 +49,8 @@ export const nodeFetch: FetchLike = async (input, init = {}) => {
   for (let redirects = 0; ; redirects++) {
     const answer = await send(url, method, headers, body);
     const location = answer.headers.get("location");
-    if (!location || ![301, 302, 303, 307, 308].includes(answer.status)) {
+    // As fetch under `redirect: "manual"` in Node: the redirect itself is the answer.
+    if (!location || ![301, 302, 303, 307, 308].includes(answer.status) || init.redirect === "manual") {
       return answer as unknown as Response;
     }
     if (redirects >= MAX_REDIRECTS)

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { createPublicClient } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
+import { nodeFetch } from "../cli/node-fetch.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
@@ -125,6 +126,81 @@ describe("gateway client (real stack)", () => {
     expect(conflict).toBeInstanceOf(IdempotencyConflict);
     expect(conflict.status).toBe(409);
   });
+
+  // Mutation: retrying on the schedule alone (250 ms, then 500 ms) spends both retries inside the
+  // Retry-After and throws ServiceUnavailable while the service said when it would answer again.
+  it("repeats a transfer answered 503 with Retry-After no sooner than it asks, with the same key: moved once", async () => {
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    // The origin's database out of reach for 1.5 s, as app.ts answers it (503 service_unavailable,
+    // Retry-After), a fault a shared test database cannot take on demand (a fake, named as such):
+    // requests in that time get the answer without reaching the origin.
+    let outageEnds: number | undefined;
+    const posts: { at: number; key: string; answered: number }[] = [];
+    const outage: typeof globalThis.fetch = async (input, init) => {
+      if (init?.method !== "POST") return fetch(input, init);
+      outageEnds ??= Date.now() + 1_500;
+      const at = Date.now();
+      const key = JSON.parse(String(init.body)).idempotency_key as string;
+      if (at < outageEnds) {
+        posts.push({ at, key, answered: 503 });
+        return Response.json(
+          {
+            error: { code: "service_unavailable", message: "the database is unavailable; try again shortly" },
+          },
+          { status: 503, headers: { "retry-after": "2" } },
+        );
+      }
+      const response = await fetch(input, init);
+      posts.push({ at, key, answered: response.status });
+      return response;
+    };
+    const client = createGatewayClient({ baseUrl: stack.origin.base, token: agent.token, fetch: outage });
+    const to = newAccount().address;
+    const sent = await client.transfer({ to, amount: "1000" });
+    expect(posts.map((post) => post.answered)).toEqual([503, 202]);
+    expect(posts[1]!.at - posts[0]!.at).toBeGreaterThanOrEqual(2_000);
+    expect(new Set(posts.map((post) => post.key))).toEqual(new Set([sent.idempotency_key]));
+    expect((await clientFor(agent.token).waitForAction(sent.action_id)).status).toBe("confirmed");
+    expect(await actionsOf(agent.agentId)).toBe(1);
+    expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
+  });
+
+  // Mutation: sending the token as given, the CLI's node:http refuses the line break (exit 19,
+  // "no answer", retry) and fetch the typeset quotes (the same): neither is a network failure.
+  it.each([
+    ["fetch", fetch],
+    ["the CLI's node:http fetch", nodeFetch],
+  ])(
+    "a token ending with a line break is the token; one in typeset quotes is AgentAuthFailed, nothing sent (%s)",
+    async (_, viaFetch) => {
+      const agent = await stack.newAgent({ units: 1_000_000n });
+      let sent = 0;
+      const counting: typeof globalThis.fetch = async (input, init) => {
+        sent++;
+        return viaFetch(input, init);
+      };
+      const read = createGatewayClient({
+        baseUrl: stack.origin.base,
+        token: `${agent.token}\n`,
+        fetch: counting,
+      });
+      expect((await read.balance()).address.toLowerCase()).toBe(agent.wallet.toLowerCase());
+      const sentOnce = await read.transfer({ to: newAccount().address, amount: "1000" });
+      expect((await read.waitForAction(sentOnce.action_id)).status).toBe("confirmed");
+
+      sent = 0;
+      const quoted = createGatewayClient({
+        baseUrl: stack.origin.base,
+        token: `\u201c${agent.token}\u201d`,
+        fetch: counting,
+      });
+      const refused = await rejection(quoted.transfer({ to: newAccount().address, amount: "1000" }));
+      expect(refused).toBeInstanceOf(AgentAuthFailed);
+      expect(refused).toMatchObject({ code: "token_malformed", exitCode: AgentAuthFailed.exitCode });
+      expect(refused.message).not.toContain(agent.token);
+      expect(sent).toBe(0);
+    },
+  );
 
   it("waitForAction reads again after a dropped connection, a 503 or a 429 while it waits, and resolves once confirmed", async () => {
     // Mutation: a waitForAction that throws the first failed read (as it did) rejects here with

@@ -16,6 +16,8 @@ export type GatewayErrorDetails = {
   body?: Record<string, unknown>;
   /** The idempotency key of the money request this error answers. */
   idempotencyKey?: string;
+  /** Seconds to wait before a repeat: a 429's `retry_after` or Retry-After, a 503's Retry-After. */
+  retryAfter?: number;
   cause?: unknown;
 };
 
@@ -35,6 +37,11 @@ export class GatewayError extends Error {
    * without one (a bad token or argument, too many requests) recorded nothing under the key.
    */
   idempotencyKey: string | undefined;
+  /**
+   * The seconds the service asked to wait before a repeat: RateLimited's, and a 503's Retry-After
+   * (the origin's database unavailable answers 1). The client's own retries wait at least this.
+   */
+  readonly retryAfter: number | undefined;
 
   constructor(message: string, details: GatewayErrorDetails) {
     super(message, { cause: details.cause });
@@ -44,6 +51,7 @@ export class GatewayError extends Error {
     this.requestId = details.requestId;
     this.body = details.body ?? {};
     this.idempotencyKey = details.idempotencyKey;
+    this.retryAfter = details.retryAfter;
   }
 
   get exitCode(): number {
@@ -53,7 +61,8 @@ export class GatewayError extends Error {
 
 export class AgentAuthFailed extends GatewayError {
   static override readonly exitCode = 3;
-  static override readonly family = "agent_auth_failed, admin_auth_failed: bad or revoked token";
+  static override readonly family =
+    "agent_auth_failed, admin_auth_failed: bad or revoked token; token_malformed: a token no header can carry (nothing sent)";
 }
 export class CapabilityRequired extends GatewayError {
   static override readonly exitCode = 4;
@@ -64,11 +73,6 @@ export class RateLimited extends GatewayError {
   static override readonly exitCode = 5;
   static override readonly family =
     "rate_limited, faucet_cooldown, faucet_daily_limit, x402_daily_limit, registration_rate_limited";
-  readonly retryAfter: number | undefined;
-  constructor(message: string, details: GatewayErrorDetails & { retryAfter?: number }) {
-    super(message, details);
-    this.retryAfter = details.retryAfter;
-  }
 }
 /** The request as sent is refused (its fields, or its body or headers over the service's limits). */
 export class ValidationFailed extends GatewayError {
@@ -397,6 +401,8 @@ export function errorFromEnvelope(
 ): GatewayError {
   const error = (envelope as { error?: unknown } | null)?.error;
   const rpc = jsonRpcError(envelope);
+  const fromHeader =
+    retryAfterHeader !== null && /^\d+$/.test(retryAfterHeader) ? Number(retryAfterHeader) : undefined;
   // /rpc answers a body over its limit in JSON-RPC's form, with HTTP 413 (docs/api.md): its error,
   // never an outage to retry.
   if (rpc) return new RpcError(rpc.message, { code: "rpc_error", status, rpcCode: rpc.code, data: rpc.data });
@@ -404,6 +410,7 @@ export function errorFromEnvelope(
     return new ServiceUnavailable(`the service answered ${status} without an error envelope`, {
       code: "unexpected_answer",
       status,
+      retryAfter: fromHeader,
     });
   }
   const body = error as Record<string, unknown>;
@@ -414,11 +421,10 @@ export function errorFromEnvelope(
     status,
     requestId: typeof body.request_id === "string" ? body.request_id : undefined,
     body,
+    retryAfter: fromHeader,
   };
   if (RATE_LIMITED.has(code) || status === 429) {
     const fromBody = typeof body.retry_after === "number" ? body.retry_after : undefined;
-    const fromHeader =
-      retryAfterHeader !== null && /^\d+$/.test(retryAfterHeader) ? Number(retryAfterHeader) : undefined;
     return new RateLimited(message, { ...details, retryAfter: fromBody ?? fromHeader });
   }
   if (code.startsWith("x402_")) return new PaymentRefused(message, details);

@@ -6,12 +6,11 @@
 import {
   errorFromEnvelope,
   GatewayError,
-  RateLimited,
   ServiceUnavailable,
   TooManyStreams,
   ValidationFailed,
 } from "./errors.ts";
-import { type FetchLike, joinUrl } from "./request.ts";
+import { bearerHeader, type FetchLike, joinUrl } from "./request.ts";
 import { createSseParser, type SseItem } from "./sse.ts";
 import type { ActionEvent, AgentEvent } from "./wire.ts";
 
@@ -87,7 +86,8 @@ export async function* followEvents(
       } else if (!response.ok) {
         const error = await errorOf(response);
         if (!passing(response.status)) throw error;
-        if (error instanceof RateLimited) retryAfterMs = (error.retryAfter ?? 0) * 1000;
+        // A 429's wait, or a 503's Retry-After: opening again sooner meets the same answer.
+        retryAfterMs = (error.retryAfter ?? 0) * 1000;
       } else {
         const body = streamOf(response);
         let serverRetryMs: number | undefined;
@@ -110,7 +110,9 @@ export async function* followEvents(
                   { code: "too_many_streams", body: { reason } },
                 );
               }
-              closedRetryMs = serverRetryMs ?? FIRST_RETRY_MS;
+              // At most the backoff's own ceiling: a `retry:` past 2^31 ms would overflow the timer
+              // and fire at once, a reconnection loop against a server that asked for a pause.
+              closedRetryMs = Math.min(serverRetryMs ?? FIRST_RETRY_MS, MAX_RETRY_MS);
               break;
             }
             const event = parseEvent(item.data);
@@ -123,7 +125,8 @@ export async function* followEvents(
           }
         } catch (error) {
           if (error instanceof GatewayError) throw error;
-          // The body failed: the connection dropped, or idled past the timeout. Reconnect below.
+          // The body failed: the connection dropped, idled past the timeout, or sent a message too
+          // long to be the service's (sse.ts MAX_MESSAGE_CHARS). Reconnect below.
         }
       }
     } finally {
@@ -146,9 +149,10 @@ async function open(
   lastEventId: string | undefined,
   signal: AbortSignal,
 ): Promise<Response | undefined> {
+  // Outside the try below: a token no header can carry throws, where no answer is reconnected.
   const headers: Record<string, string> = {
     accept: "text/event-stream",
-    authorization: `Bearer ${deps.token}`,
+    authorization: bearerHeader(deps.token),
     ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }),
   };
   try {

@@ -213,7 +213,11 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
       } catch (error) {
         if (error instanceof GatewayError) error.idempotencyKey ??= key;
         if (attempt >= retries || !retryable(error)) throw error;
-        await sleep(250 * 2 ** attempt);
+        // Never sooner than a 503's Retry-After: a retry inside it meets the same outage, and
+        // spends the retries while the service says when it will answer again.
+        const pause = Math.max(250 * 2 ** attempt, (error.retryAfter ?? 0) * 1000);
+        if (pause > MAX_RETRY_PAUSE_MS) throw error;
+        await sleep(pause);
       }
     }
   };
@@ -308,11 +312,14 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
  */
 const WAIT_SECONDS_PER_REQUEST = 25;
 
+/** A money call's retry asked to wait longer than this is left to the caller, with its key. */
+const MAX_RETRY_PAUSE_MS = 30_000;
+
 /**
  * No answer, a signer outage or a 5xx: nothing was signed, or the answer was lost; the same key
  * runs the request again or answers what it did. Every other error is final for the key.
  */
-function retryable(error: unknown): boolean {
+function retryable(error: unknown): error is SignerUnavailable | ServiceUnavailable {
   return error instanceof SignerUnavailable || error instanceof ServiceUnavailable;
 }
 
@@ -322,7 +329,9 @@ function retryable(error: unknown): boolean {
  */
 function readRetryPause(error: unknown, attempt: number): number | undefined {
   if (error instanceof RateLimited) return Math.max(error.retryAfter ?? 1, 1) * 1000;
-  if (error instanceof ServiceUnavailable) return Math.min(250 * 2 ** attempt, 5_000);
+  if (error instanceof ServiceUnavailable) {
+    return Math.max(Math.min(250 * 2 ** attempt, 5_000), (error.retryAfter ?? 0) * 1000);
+  }
   return undefined;
 }
 

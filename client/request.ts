@@ -1,4 +1,4 @@
-import { errorFromEnvelope, ServiceUnavailable } from "./errors.ts";
+import { AgentAuthFailed, errorFromEnvelope, ServiceUnavailable } from "./errors.ts";
 
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
@@ -17,7 +17,7 @@ export type CallParams = {
  * One JSON call to the service: a 2xx answer is returned parsed; an error envelope becomes its
  * typed error; no answer at all becomes ServiceUnavailable (`gateway_unreachable`) with the cause,
  * and an answer whose body was cut off ServiceUnavailable (`gateway_answer_lost`).
- * The token goes into the Authorization header only, never into a message.
+ * The token goes into the Authorization header only, never into a message or an error's cause.
  */
 export async function callJson<T>(
   fetchFn: FetchLike,
@@ -26,7 +26,7 @@ export async function callJson<T>(
 ): Promise<JsonAnswer<T>> {
   const headers: Record<string, string> = { accept: "application/json", ...params.headers };
   if (params.body !== undefined) headers["content-type"] = "application/json";
-  if (params.token !== undefined) headers.authorization = `Bearer ${params.token}`;
+  if (params.token !== undefined) headers.authorization = bearerHeader(params.token);
   let response: Response;
   try {
     response = await fetchFn(joinUrl(baseUrl, params.path), {
@@ -37,7 +37,7 @@ export async function callJson<T>(
   } catch (cause) {
     throw new ServiceUnavailable(
       `no answer from ${params.method} ${whereTo(baseUrl, params.path)}${inParentheses(networkErrorCode(cause))}`,
-      { code: "gateway_unreachable", cause },
+      { code: "gateway_unreachable", cause: withoutSecrets(cause, requestSecrets(baseUrl, params.token)) },
     );
   }
   let text: string;
@@ -67,12 +67,67 @@ export async function callJson<T>(
   return { status: response.status, body: body as T, headers: response.headers };
 }
 
+/**
+ * The Authorization header of `token`, trimmed of the whitespace fetch trims from a header value (a
+ * token read from a file or a mounted secret often ends with a line break, which node:http, the
+ * CLI's, would refuse). Any other character a header cannot carry (a line break inside, a typeset
+ * quote pasted around it) is AgentAuthFailed before anything is sent: fetch refusing it was a
+ * network failure, ServiceUnavailable, whose advice (retry) never mends it. The message never
+ * quotes the token.
+ */
+export function bearerHeader(token: string): string {
+  const trimmed = token.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, "");
+  if (!/^[\x21-\x7e]+$/.test(trimmed)) {
+    throw new AgentAuthFailed(
+      "the token holds a character an Authorization header cannot carry (a line break, a space, a typeset quote, …): nothing was sent; check the token given (AGENT_TOKEN)",
+      { code: "token_malformed" },
+    );
+  }
+  return `Bearer ${trimmed}`;
+}
+
 export const inParentheses = (code: string | undefined): string => (code === undefined ? "" : ` (${code})`);
 
 /** The request's URL without credentials or query: where it went, for a message. */
 function whereTo(baseUrl: string, path: string): string {
   const url = URL.canParse(joinUrl(baseUrl, path)) ? new URL(joinUrl(baseUrl, path)) : undefined;
   return url ? `${url.origin}${url.pathname}` : path;
+}
+
+/** What the request carries that no error may quote: the token, the base URL's user and password. */
+function requestSecrets(baseUrl: string, token: string | undefined): string[] {
+  const url = URL.canParse(baseUrl) ? new URL(baseUrl) : undefined;
+  const secrets = [token, url?.username, url?.password, safeDecode(url?.username), safeDecode(url?.password)];
+  return secrets.filter((secret): secret is string => secret !== undefined && secret !== "");
+}
+
+function safeDecode(text: string | undefined): string | undefined {
+  try {
+    return text === undefined ? undefined : decodeURIComponent(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `cause`, unless its chain quotes a secret: fetch refusing an Authorization value quotes the
+ * header, and refusing a URL with credentials quotes the URL, and an agent framework prints an
+ * error with its cause. Then a stand-in that keeps the network code and says what was withheld.
+ */
+function withoutSecrets(cause: unknown, secrets: string[]): unknown {
+  for (let current = cause, depth = 0; current && depth < 5; depth++) {
+    const texts = typeof current === "object" ? Object.values(current) : [current];
+    if (current instanceof Error) texts.push(current.message, current.stack);
+    if (texts.some((text) => typeof text === "string" && secrets.some((secret) => text.includes(secret)))) {
+      const code = networkErrorCode(cause);
+      return Object.assign(
+        new Error("fetch's error is withheld: it quoted the token or the base URL's credentials"),
+        code === undefined ? {} : { code },
+      );
+    }
+    current = (current as { cause?: unknown }).cause;
+  }
+  return cause;
 }
 
 /**

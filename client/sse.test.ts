@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createSseParser, type SseItem } from "./sse.ts";
+import { createSseParser, type SseItem, SseMessageTooLong } from "./sse.ts";
 
 /** Every item of `pieces` fed one after another. */
 function parse(...pieces: string[]): SseItem[] {
@@ -55,6 +55,22 @@ describe("the client's Server-Sent Events parser", () => {
       { kind: "retry", ms: 30_000 },
       message("message", "y", "9"),
     ]);
+  });
+
+  // Mutation: without the bound, both streams are held whole, however long they run.
+  it.each([
+    ["a line that never ends", ["data: ", "x".repeat(60), "x".repeat(60)]],
+    ["data lines without the blank line", Array.from({ length: 60 }, () => "data: xx\n")],
+  ])("throws SseMessageTooLong once one message runs over its bound: %s", (_name, pieces) => {
+    const parser = createSseParser(100);
+    expect(() => {
+      for (const piece of pieces) parser.push(piece);
+    }).toThrow(SseMessageTooLong);
+  });
+
+  it("reads a message just under its bound", () => {
+    const parser = createSseParser(100);
+    expect(parser.push(`data: ${"x".repeat(90)}\n\n`)).toEqual([message("message", "x".repeat(90), "")]);
   });
 
   it("dispatches nothing for a message not ended by a blank line yet", () => {

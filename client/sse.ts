@@ -28,7 +28,22 @@ export type SseParser = {
   push(text: string): SseItem[];
 };
 
-export function createSseParser(): SseParser {
+/**
+ * The most characters one message may take, its lines being read included: the service's largest
+ * event is a few KiB, so a stream past this (a line that never ends, data lines without the blank
+ * line) is not the service's, and reading on would hold it all in memory.
+ */
+export const MAX_MESSAGE_CHARS = 1 << 20;
+
+/** What push throws for a message over `maxMessageChars`: the stream counts as broken. */
+export class SseMessageTooLong extends Error {
+  constructor(maxMessageChars: number) {
+    super(`an event stream message ran over ${maxMessageChars} characters without ending`);
+    this.name = "SseMessageTooLong";
+  }
+}
+
+export function createSseParser(maxMessageChars = MAX_MESSAGE_CHARS): SseParser {
   let pending = "";
   // A piece that ended with CR: an LF opening the next piece belongs to the same line break.
   let afterCr = false;
@@ -91,6 +106,9 @@ export function createSseParser(): SseParser {
         start = at + 1;
       }
       pending = buffer.slice(start);
+      if (pending.length + data.length + eventType.length > maxMessageChars) {
+        throw new SseMessageTooLong(maxMessageChars);
+      }
       return out;
     },
   };

@@ -1,10 +1,13 @@
+import type { IncomingHttpHeaders } from "node:http";
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { beforeAll, describe, expect, it } from "vitest";
+import { nodeFetch } from "../cli/node-fetch.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import { rejection } from "../testing/gateway-rejection.ts";
+import { startLoopbackServer } from "../testing/loopback-server.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { checkingFetch } from "../testing/openapi-check.ts";
 import { useMoneyStack } from "../testing/stack.ts";
@@ -14,9 +17,12 @@ import {
   createGatewayClient,
   type GatewayClient,
   isActionEvent,
+  PAYMENT_REQUIRED_HEADER,
+  PAYMENT_RESPONSE_HEADER,
   PAYMENT_SIGNATURE_HEADER,
   PaymentOutcomeUnknown,
   type PaymentRequired,
+  paymentSettlement,
 } from "./index.ts";
 
 // The client's x402 side (docs/agents.md) against the real stack with x402 on (origin, enclave, devnet,
@@ -195,6 +201,100 @@ describe("x402 through the client (real stack, x402 on)", () => {
     };
     expect(envelope.extensions["payment-identifier"]!.info.id).toBe(key);
   });
+
+  /**
+   * A seller in front of the demo (the demo never redirects: a fake seller, named as such; the
+   * payments and their settlements are the demo's, real): `/paid`, once paid, redirects to
+   * `/receipt`; `/moved` redirects to `/direct`, which answers as the demo does.
+   */
+  const startSeller = async () => {
+    const receiptRequests: IncomingHttpHeaders[] = [];
+    const seller = await startLoopbackServer(async (request, response) => {
+      if (request.url === "/receipt") {
+        receiptRequests.push(request.headers);
+        response.end("receipt");
+        return;
+      }
+      if (request.url === "/moved") {
+        response.writeHead(308, { location: "/direct" });
+        response.end();
+        return;
+      }
+      const payment = request.headers[PAYMENT_SIGNATURE_HEADER.toLowerCase()] as string | undefined;
+      const answer = await fetch(
+        demo,
+        payment === undefined ? {} : { headers: { [PAYMENT_SIGNATURE_HEADER]: payment } },
+      );
+      const headers: Record<string, string> = {};
+      for (const name of [PAYMENT_REQUIRED_HEADER, PAYMENT_RESPONSE_HEADER, "content-type"]) {
+        const value = answer.headers.get(name);
+        if (value !== null) headers[name] = value;
+      }
+      const body = await answer.text();
+      if (answer.status === 200 && request.url === "/paid") {
+        response.writeHead(303, { ...headers, location: "/receipt" });
+        response.end();
+      } else {
+        response.writeHead(answer.status, headers);
+        response.end(body);
+      }
+    });
+    return { seller, receiptRequests };
+  };
+
+  // Mutation: presenting the payment with fetch's default redirect ("follow") sends
+  // PAYMENT-SIGNATURE on to the redirect's target and answers its page, the settlement lost.
+  it.each([
+    ["fetch", undefined],
+    ["the CLI's node:http fetch", nodeFetch],
+  ])(
+    "a paid request answered with a redirect returns that answer, its settlement, and sends the payment nowhere else (%s)",
+    async (_, viaFetch) => {
+      const agent = await stack.newAgent({ units: 1_000_000n });
+      const { seller, receiptRequests } = await startSeller();
+      try {
+        const client = viaFetch
+          ? createGatewayClient({ baseUrl: stack.origin.base, token: agent.token, fetch: viaFetch })
+          : clientFor(agent);
+        const paid = await client.fetchWithPayment(`${seller.url}/paid`);
+        const carried = receiptRequests.map((headers) => PAYMENT_SIGNATURE_HEADER.toLowerCase() in headers);
+        expect(carried, "the payment was sent on to the redirect's target").toEqual([]);
+        expect(paid.status).toBe(303);
+        expect(paid.headers.get("location")).toBe("/receipt");
+        expect(paymentSettlement(paid)).toMatchObject({
+          success: true,
+          transaction: expect.stringMatching(/^0x/),
+        });
+        expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
+      } finally {
+        await seller.close();
+      }
+    },
+  );
+
+  // Mutation: presenting the payment to the URL asked first, not the one that answered the 402,
+  // gets that URL's redirect back, the payment presented nowhere: 308, nothing paid.
+  it.each([
+    ["fetch", undefined],
+    ["the CLI's node:http fetch", nodeFetch],
+  ])(
+    "a resource that quotes after a redirect is paid where it quoted: 200, paid once (%s)",
+    async (_, viaFetch) => {
+      const agent = await stack.newAgent({ units: 1_000_000n });
+      const { seller } = await startSeller();
+      try {
+        const client = viaFetch
+          ? createGatewayClient({ baseUrl: stack.origin.base, token: agent.token, fetch: viaFetch })
+          : clientFor(agent);
+        const paid = await client.fetchWithPayment(`${seller.url}/moved`);
+        expect(paid.status).toBe(200);
+        expect(paymentSettlement(paid)).toMatchObject({ success: true });
+        expect(await payments(agent)).toEqual({ onChain: 1, rows: 1 });
+      } finally {
+        await seller.close();
+      }
+    },
+  );
 
   it("a new key pays for the same quote again", async () => {
     const agent = await stack.newAgent({ units: 1_000_000n });

@@ -128,6 +128,8 @@ export async function authorizeX402(
 /**
  * `fetch`, answering a 402 once: the quote is authorized through the gateway and the request is
  * repeated with PAYMENT-SIGNATURE. The request body must be re-sendable (a string or bytes). A
+ * paid request answered with a redirect returns that answer (its PAYMENT-RESPONSE, its Location),
+ * unfollowed, so the payment goes to no other URL. A
  * payment the spending policy holds throws PolicyHeld before anything is presented: nothing was
  * paid, and the same call with its `idempotencyKey` pays once an operator has approved it. A paid
  * request with no answer, or answered 502, 503 or 504, throws PaymentOutcomeUnknown: the same call
@@ -148,11 +150,16 @@ export async function fetchWithPayment(
     options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey },
   );
   const idempotencyKey = authorization.idempotency_key;
+  // Paid where it was quoted: the URL that answered the 402 after any redirect (a fetch that does
+  // not say, `url` itself); asked again, the first URL would answer its redirect, not the resource.
+  const quotedBy = first.url === "" ? url : first.url;
   const headers = new Headers(init.headers);
   headers.set(PAYMENT_SIGNATURE_HEADER, authorization.payment_signature);
   const present = async (): Promise<Response> => {
     try {
-      return await deps.fetch(url, { ...init, headers });
+      // A redirect of the paid request is its answer, not followed: fetch would send the payment on
+      // to wherever it points (another origin too) and drop the settlement the redirect names.
+      return await deps.fetch(quotedBy, { ...init, headers, redirect: "manual" });
     } catch (cause) {
       throw new PaymentOutcomeUnknown(
         "the paid request got no answer; the payment may have settled: repeat with the same idempotency key",
