@@ -81,6 +81,7 @@ function startKeyPoolWorkers(infra: Infrastructure, demand: KeyDemandRefill): Wo
     demand.attach(refill);
     workers.push({
       name: refill.name,
+      ticks: refill.ticks,
       async stop() {
         demand.attach(undefined);
         await refill.stop();

@@ -188,8 +188,7 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     collect() {
       this.reset();
       for (const worker of workers()) {
-        const ticks = worker.ticks?.();
-        if (!ticks) continue;
+        const ticks = worker.ticks();
         this.inc({ worker: worker.name, outcome: "ok" }, ticks.ok);
         this.inc({ worker: worker.name, outcome: "failed" }, ticks.failed);
       }

@@ -118,6 +118,7 @@ export function createWebhooksModule(
       return [
         {
           name: fanOut.name,
+          ticks: fanOut.ticks,
           async stop() {
             unwatch();
             wakeFanOut.cancel();
@@ -126,6 +127,7 @@ export function createWebhooksModule(
         },
         {
           name: deliver.name,
+          ticks: deliver.ticks,
           async stop() {
             await deliver.stop();
             // The sends under way end within the timeout; their outcomes are recorded first.

@@ -4,8 +4,12 @@ import type { Logger } from "../logger.ts";
 export type Worker = {
   name: string;
   stop(): Promise<void>;
-  /** The ticks this worker has ended so far, for the metrics (a loop's; absent for other workers). */
-  ticks?(): WorkerTicks;
+  /**
+   * The ticks this worker's loop has ended so far, for the metrics. Required, so that a wrapper
+   * around a loop (one that adds to its stop) cannot drop it: the key-pool refill's and the
+   * webhooks' did, and their loops were missing from origin_worker_ticks_total.
+   */
+  ticks(): WorkerTicks;
 };
 
 /** Ticks a loop has ended: `failed` threw (and was logged), `ok` did not. */

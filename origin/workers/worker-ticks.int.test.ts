@@ -1,10 +1,16 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, databaseBehindProxy, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { parsePrometheusText } from "../../testing/prometheus.ts";
+import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
 import type { TcpProxy } from "../../testing/tcp-proxy.ts";
+import type { CapabilityName } from "../capability.ts";
 import type { DatabaseHandle } from "../db/client.ts";
+import { ensureWebhookSigningKeyFile } from "../webhooks/signing.ts";
 
 // origin_worker_ticks_total as an operator reads it from GET {base}/metrics: a worker's loop counts
 // its ticks, ok while its database answers, failed while it is gone (the real database behind a
@@ -71,5 +77,72 @@ describe("origin_worker_ticks_total (the identity sweep every second, its databa
         .map((sample) => sample.labels.worker),
     );
     expect([...workers]).toEqual(["identity-sweep"]);
+  });
+});
+
+// Every loop docs/operations.md names under origin_worker_ticks_total, on an origin running every
+// capability's workers as a node runs them (the real enclave, devnet and database). The key-pool
+// refill and the webhooks' fan-out and delivery were missing: the capabilities wrapped their loops
+// (to add to their stop) and the wrappers did not pass the ticks on.
+describe("origin_worker_ticks_total on an origin running every worker", () => {
+  const EVERY_CAPABILITY: readonly CapabilityName[] = [
+    "health",
+    "console",
+    "money",
+    "registration",
+    "openapi",
+    "gateway",
+    "x402",
+    "keypool",
+    "identity",
+    "events",
+    "webhooks",
+  ];
+  const EVERY_LOOP = [
+    "approved-transfers",
+    "events_retention",
+    "identity-sweep",
+    "key-batch-sweeper",
+    "key-pool-refill",
+    "state-counts-fold",
+    "tx-tracker",
+    "webhooks_delivery",
+    "webhooks_fan_out",
+    "webhooks_retention",
+  ];
+  const stack = useMoneyStack();
+  let keyDir = "";
+  beforeAll(async () => {
+    keyDir = await mkdtemp(path.join(tmpdir(), "worker-ticks-"));
+    await ensureWebhookSigningKeyFile(path.join(keyDir, "webhook.key"));
+  });
+  afterAll(async () => {
+    if (keyDir) await rm(keyDir, { recursive: true, force: true });
+  });
+  const origin = useStackOrigin("origin with every worker", stack, () => ({
+    workers: EVERY_CAPABILITY,
+    env: { ...secrets.env, AGENT_WEBHOOKS_SIGNING_KEY_FILE: path.join(keyDir, "webhook.key") },
+  }));
+
+  it("counts the ticks of every loop the operations guide names, each ending its first", async () => {
+    const ended = async (): Promise<Record<string, number>> => {
+      const response = await fetch(`${origin.base}/metrics`, {
+        headers: { authorization: `Bearer ${secrets.adminToken}` },
+      });
+      const text = await response.text();
+      expect(response.status, text).toBe(200);
+      const byWorker: Record<string, number> = {};
+      for (const sample of parsePrometheusText(text).samples) {
+        if (sample.name !== "origin_worker_ticks_total") continue;
+        const worker = sample.labels.worker!;
+        byWorker[worker] = (byWorker[worker] ?? 0) + sample.value;
+      }
+      return byWorker;
+    };
+    expect(Object.keys(await ended()).sort()).toEqual(EVERY_LOOP);
+    // Each loop runs its first tick as it starts: one that ends none is stuck at its first.
+    await expect
+      .poll(async () => Object.values(await ended()).every((ticks) => ticks >= 1), { timeout: 30_000 })
+      .toBe(true);
   });
 });
