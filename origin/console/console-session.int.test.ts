@@ -435,4 +435,26 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     });
     expect(blocked.status).toBe(429);
   });
+
+  it("a sign-in opened before nine clients open all the sign-ins they may (30 each, 270 in all) is still answered: each client's share of the open challenges is bounded", async () => {
+    const operatorAddress = "127.0.0.40";
+    const given = await challenge(operatorAddress);
+    for (let client = 0; client < 9; client++) {
+      const address = `127.0.0.${50 + client}`;
+      await Promise.all(Array.from({ length: 30 }, () => challenge(address)));
+    }
+    const answer = await signIn(authenticationResponse(alice, given, { signCount: 310 }), operatorAddress);
+    expect(answer.status, JSON.stringify(answer.body)).toBe(201);
+    recordSecret((answer.body as SessionStarted).token);
+    // A flooding client's newest challenge still works too: only its own oldest made way.
+    const flooder = "127.0.0.60";
+    const opened: string[] = [];
+    for (let i = 0; i < 20; i++) opened.push(await challenge(flooder));
+    const oldest = await signIn(authenticationResponse(alice, opened[0]!, { signCount: 311 }), flooder);
+    expect(oldest.status).toBe(401);
+    expect(reasonOf(oldest)).toBe("does_not_verify");
+    const newest = await signIn(authenticationResponse(alice, opened.at(-1)!, { signCount: 312 }), flooder);
+    expect(newest.status).toBe(201);
+    recordSecret((newest.body as SessionStarted).token);
+  });
 });

@@ -17,8 +17,8 @@ const MAX_BODY = 16_384;
 
 /**
  * Ours: sign-in ceremonies one client (IPv4 address or IPv6 /64) may open per 60 s. Opening one
- * needs no credential, so this keeps one client from crowding out everyone's open challenges (the
- * origin keeps 256 at most); an operator opens one per sign-in.
+ * needs no credential; what keeps a few clients from crowding out another's open challenge is
+ * each client's share of them (OPEN_PER_CLIENT), and this bounds the work a client makes.
  */
 export const SIGN_IN_OPTIONS = { limit: 30, windowSeconds: 60 } as const;
 
@@ -53,7 +53,7 @@ export function sessionConsoleHandlers(
       await next();
     },
     async options(c) {
-      return c.json({ options: await signIn.options() });
+      return c.json({ options: await signIn.options(addressGroup(c.get("clientIp"))) });
     },
     async start(c) {
       const body = await parseJsonBody(c, sessionRequestSchema, MAX_BODY);

@@ -40,7 +40,7 @@ export function createPasskeyRegistration(
   rp: RelyingParty,
   now = () => Date.now(),
 ): PasskeyRegistration {
-  const ceremonies = new OpenCeremonies<string>(CEREMONY_MS, MAX_OPEN, now);
+  const ceremonies = new OpenCeremonies<string>(CEREMONY_MS, MAX_OPEN, MAX_OPEN, now);
   return {
     async options(operator) {
       const options = await generateRegistrationOptions({
