@@ -436,6 +436,44 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     expect(blocked.status).toBe(429);
   });
 
+  it("a credential or key registered already is refused, 409 naming the passkey kept, and the kept row is unchanged; a registration answers the row kept", async () => {
+    const listed = async (): Promise<Array<Record<string, unknown>>> =>
+      ((await tokens().get("/passkeys")).body as { passkeys: Array<Record<string, unknown>> }).passkeys;
+    const before = await listed();
+    const registerAs = async (passkey: SoftwarePasskey, operator: string): Promise<TestResponse> => {
+      const options = await tokens().post("/passkeys/registration/options", { operator });
+      const { challenge: given } = (options.body as { options: { challenge: string } }).options;
+      return tokens().post("/passkeys/registration", {
+        operator,
+        response: passkey.registrationResponse(given),
+      });
+    };
+    const conflict = {
+      status: 409,
+      body: {
+        error: {
+          code: "idempotency_conflict",
+          message: `registration refused: this credential or its key is registered already, as ${aliceKeyId} for Alice Martin (enrolled); nothing was changed`,
+        },
+      },
+    };
+    // Alice's credential id (the list shows it to anyone with the read token) with another key.
+    const sameCredential = new SoftwarePasskey(RP_ID, ORIGIN);
+    Object.defineProperty(sameCredential, "credentialId", { value: alice.credentialId });
+    const byCredential = await registerAs(sameCredential, "Mallory Quinn");
+    expect({ status: byCredential.status, body: withoutRequestId(byCredential.body) }).toEqual(conflict);
+    // Alice's public key under a new credential id: the same key id.
+    const sameKey = new SoftwarePasskey(RP_ID, ORIGIN);
+    Object.defineProperty(sameKey, "publicKey", { value: alice.publicKey });
+    const byKey = await registerAs(sameKey, "Mallory Quinn");
+    expect({ status: byKey.status, body: withoutRequestId(byKey.body) }).toEqual(conflict);
+    expect(await listed()).toEqual(before);
+    // A new one answers what the list then shows.
+    const erin = await registerAs(new SoftwarePasskey(RP_ID, ORIGIN), "Erin Park");
+    expect(erin.status).toBe(201);
+    expect((await listed())[0]).toEqual(erin.body);
+  });
+
   it("a sign-in opened before nine clients open all the sign-ins they may (30 each, 270 in all) is still answered: each client's share of the open challenges is bounded", async () => {
     const operatorAddress = "127.0.0.40";
     const given = await challenge(operatorAddress);

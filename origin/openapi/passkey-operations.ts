@@ -153,13 +153,17 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     path: "/admin/agents/passkeys/registration",
     operationId: "consolePasskeyRegistration",
     capability: "console",
-    summary: "Finish registering a passkey: kept pending until the policy authority enrolls it.",
+    summary:
+      "Finish registering a passkey: kept pending until the policy authority enrolls it; the answer is the row kept.",
     tag: "console",
     security: [...change],
     requestBody: { name: "PasskeyRegistrationRequest", schema: passkeyRegistrationRequestSchema },
     responses: {
       201: { description: "the pending passkey", body: { name: "Passkey", schema: passkeySchema } },
       ...errors,
+      409: errorResponse(
+        "idempotency_conflict: the credential or its key is registered already (the message names the passkey kept); nothing changed",
+      ),
     },
   },
   {
