@@ -436,6 +436,49 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     expect(blocked.status).toBe(429);
   });
 
+  it("a session registers a passkey under its own operator's name only; another name is refused and nothing is kept", async () => {
+    // The audit names a passkey's operator for every approval it makes: a session registering one
+    // under another's name would have the audit name them for what it approves.
+    const session = await signedIn(alice, 300);
+    const calls = asSession(session.token);
+    const refusal = {
+      status: 400,
+      body: {
+        error: {
+          code: "validation_failed",
+          message:
+            "signed in as Alice Martin: a session registers passkeys under its own operator's name only, not Bob Stone",
+        },
+      },
+    };
+    const asBob = await calls.post("/passkeys/registration/options", { operator: "Bob Stone" });
+    expect({ status: asBob.status, body: withoutRequestId(asBob.body) }).toEqual(refusal);
+    // Options under her own name, then the answer sent under another's: refused the same.
+    const own = await calls.post("/passkeys/registration/options", { operator: "Alice Martin" });
+    expect(own.status).toBe(200);
+    const { challenge: given } = (own.body as { options: { challenge: string } }).options;
+    const laptop = new SoftwarePasskey(RP_ID, ORIGIN);
+    const sentAsBob = await calls.post("/passkeys/registration", {
+      operator: "Bob Stone",
+      response: laptop.registrationResponse(given),
+    });
+    expect({ status: sentAsBob.status, body: withoutRequestId(sentAsBob.body) }).toEqual(refusal);
+    const [bobs] = await queryRows<{ n: number }>(
+      db(),
+      sql`select count(*)::int as n from operator_passkeys where operator = 'Bob Stone'`,
+    );
+    expect(bobs!.n).toBe(0);
+    // Her own name registers, from the session alone.
+    const registered = await calls.post("/passkeys/registration", {
+      operator: "Alice Martin",
+      response: laptop.registrationResponse(given),
+    });
+    expect(registered.status, JSON.stringify(registered.body)).toBe(201);
+    expect(registered.body).toMatchObject({ operator: "Alice Martin", credential_id: laptop.credentialId });
+    // The shared tokens name whoever the body names (automation, the first operator's bootstrap).
+    expect(await register(new SoftwarePasskey(RP_ID, ORIGIN), "Bob Stone")).toMatch(/^pk-/);
+  });
+
   it("a credential or key registered already is refused, 409 naming the passkey kept, and the kept row is unchanged; a registration answers the row kept", async () => {
     const listed = async (): Promise<Array<Record<string, unknown>>> =>
       ((await tokens().get("/passkeys")).body as { passkeys: Array<Record<string, unknown>> }).passkeys;

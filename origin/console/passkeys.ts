@@ -1,5 +1,5 @@
 import type { RegistrationResponseJSON } from "@simplewebauthn/server";
-import type { Handler } from "hono";
+import type { Context, Handler } from "hono";
 import {
   approvalOptionsRequestSchema,
   approvalRequestSchema,
@@ -62,12 +62,12 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
     },
     async registrationOptions(c) {
       const body = await parseJsonBody(c, passkeyRegistrationOptionsRequestSchema);
-      return c.json({ options: await registration.options(body.operator) });
+      return c.json({ options: await registration.options(registeringOperator(c, body.operator)) });
     },
     async register(c) {
       const body = await parseJsonBody(c, passkeyRegistrationRequestSchema, MAX_BODY);
       const registered = await registration.verify(
-        body.operator,
+        registeringOperator(c, body.operator),
         body.response as unknown as RegistrationResponseJSON,
       );
       if (!registered.ok) throw registrationRefused(registered.error);
@@ -96,6 +96,21 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
       return c.json(relayed.value);
     },
   };
+}
+
+/**
+ * The name a passkey is registered under (docs/operations.md#passkeys): with a session, the
+ * signed-in operator's own, since the audit will name it for every approval the passkey makes;
+ * under the shared tokens (automation, the first operator's bootstrap), the name the body gives.
+ */
+function registeringOperator(c: Context<AppEnv>, named: string): string {
+  const signedIn = c.get("operator");
+  if (signedIn && signedIn.name !== named)
+    throw new AppError(
+      "validation_failed",
+      `signed in as ${signedIn.name}: a session registers passkeys under its own operator's name only, not ${named}`,
+    );
+  return named;
 }
 
 function registrationRefused(refusal: RegistrationRefusal): AppError {

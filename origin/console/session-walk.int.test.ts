@@ -127,6 +127,20 @@ describe("signing in to the console with a passkey (real Chromium)", { timeout: 
     );
     expect(recorded).toEqual({ operator: OPERATOR, passkey_key_id: keyId });
 
+    // Another passkey registered in the page while signed in: under the operator's own name,
+    // which the page fills in and fixes (the origin refuses another name from a session).
+    await page.click('#nav a[data-page="passkeys"]');
+    await page.locator('main section[data-page="passkeys"]').waitFor();
+    expect(await page.inputValue("#passkey-operator")).toBe(OPERATOR);
+    expect(await page.locator("#passkey-operator").getAttribute("readonly")).not.toBeNull();
+    await page.click("#passkey-register");
+    await expect.poll(() => page.textContent("#passkey-message")).toContain(`for ${OPERATOR}`);
+    const [second] = await queryRows<{ n: number }>(
+      db,
+      sql`select count(*)::int as n from operator_passkeys where operator = ${OPERATOR}`,
+    );
+    expect(second!.n).toBe(2);
+
     // Signed out: the session is ended in the database, the page is back at its sign-in panel.
     await page.click("#sign-out");
     await page.locator("#login").waitFor({ state: "visible" });

@@ -133,7 +133,8 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     path: "/admin/agents/passkeys/registration/options",
     operationId: "consolePasskeyRegistrationOptions",
     capability: "console",
-    summary: "Start registering an operator's passkey: the WebAuthn creation options.",
+    summary:
+      "Start registering an operator's passkey: the WebAuthn creation options. Signed in with a passkey, under the signed-in operator's name only.",
     tag: "console",
     security: [...change],
     requestBody: {
@@ -146,6 +147,7 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
         body: { name: "PasskeyRegistrationOptions", schema: passkeyRegistrationOptionsSchema },
       },
       ...errors,
+      400: errorResponse("validation_failed: the body is malformed, or a session names another operator"),
     },
   },
   {
@@ -161,6 +163,9 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     responses: {
       201: { description: "the pending passkey", body: { name: "Passkey", schema: passkeySchema } },
       ...errors,
+      400: errorResponse(
+        "validation_failed: the body or the registration response is malformed or does not verify, or a session names another operator",
+      ),
       409: errorResponse(
         "idempotency_conflict: the credential or its key is registered already (the message names the passkey kept); nothing changed",
       ),

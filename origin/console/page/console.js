@@ -511,13 +511,14 @@
     readOnly: READ_ONLY,
     pageMessage: () => "message",
   });
-  // The passkeys and approvals pages get the same, and nothing else: no token either.
+  // The passkeys and approvals pages get the same, and who is signed in: no token either.
   const pageContext = {
     api,
     guarded: (work, target) => guarded(work, target),
     say: (text, kind, target) => say(text, kind, target),
     canChange,
     readOnly: READ_ONLY,
+    signedInOperator: () => tokens.operator,
   };
   const passkeys = globalThis.ConsolePasskeys.create(pageContext);
   const approvals = globalThis.ConsoleApprovals.create(pageContext);
