@@ -538,4 +538,62 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     expect(newest.status).toBe(201);
     recordSecret((newest.body as SessionStarted).token);
   });
+
+  it("signing out everywhere ends every live session of the signed-in operator, this one too, and no one else's; under the tokens it names no one, 400", async () => {
+    const live = async (operator: string): Promise<number> => {
+      const [row] = await queryRows<{ n: number }>(
+        db(),
+        sql`select count(*)::int as n from operator_sessions
+            where operator = ${operator} and ended_at is null and expires_at > now()`,
+      );
+      return row!.n;
+    };
+    const here = await signedIn(alice, 400);
+    const elsewhere = await signedIn(alice, 401);
+    const carol = await queryRows<{ credential_id: string }>(
+      db(),
+      sql`select credential_id from operator_passkeys where operator = 'Carol Diaz'`,
+    );
+    expect(carol).toHaveLength(1);
+    const aliceLive = await live("Alice Martin");
+    expect(aliceLive).toBeGreaterThanOrEqual(2);
+    const carolLive = await live("Carol Diaz");
+    expect(carolLive).toBeGreaterThanOrEqual(1);
+
+    const ended = await send(`${origin.base}/admin/agents/session/end-all`, {
+      method: "POST",
+      ...withSession(here.token),
+    });
+    expect({ status: ended.status, body: ended.body }).toEqual({
+      status: 200,
+      body: { operator: "Alice Martin", ended: aliceLive },
+    });
+    expect(await live("Alice Martin")).toBe(0);
+    expect(await live("Carol Diaz")).toBe(carolLive);
+    const wrongToken = await consoleCalls(origin.base, { admin: "x".repeat(64) }).get("/operations");
+    for (const token of [here.token, elsewhere.token]) {
+      const after = await asSession(token).get("/operations");
+      expect(after.status).toBe(401);
+      expect(withoutRequestId(after.body)).toEqual(withoutRequestId(wrongToken.body));
+    }
+    // A new sign-in works again.
+    const again = await signedIn(alice, 402);
+    expect((await asSession(again.token).get("/operations")).status).toBe(200);
+
+    const byTokens = await send(`${origin.base}/admin/agents/session/end-all`, {
+      method: "POST",
+      headers: { "x-admin-api-token": secrets.adminToken },
+    });
+    expect({ status: byTokens.status, body: withoutRequestId(byTokens.body) }).toEqual({
+      status: 400,
+      body: {
+        error: {
+          code: "validation_failed",
+          message:
+            "signing out everywhere ends the sessions of the operator signed in with x-console-session",
+        },
+      },
+    });
+    expect(await live("Alice Martin")).toBe(1);
+  });
 });

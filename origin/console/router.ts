@@ -77,6 +77,7 @@ export function createConsoleRouter(
   route(router, "/", "consoleSignIn", auth.notBlocked, session.start);
   route(router, "/", "consoleSession", auth.read, session.show);
   route(router, "/", "consoleSignOut", auth.read, session.end);
+  route(router, "/", "consoleSignOutEverywhere", auth.read, session.endEverywhere);
   route(router, "/", "consoleRegistration", auth.read, registrationOverviewHandler(deps, node));
   route(router, "/", "consoleOperations", auth.read, operationsHandler(deps));
   route(router, "/", "consoleAudit", auth.read, auditHandler(deps));

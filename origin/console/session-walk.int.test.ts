@@ -158,6 +158,23 @@ describe("signing in to the console with a passkey (real Chromium)", { timeout: 
     }))()`);
     expect(kept).toEqual({ local: 0, session: 0, cookie: "", databases: 0 });
     expect(await context.cookies()).toEqual([]);
+
+    // Signed in again, and a second session of the operator's elsewhere (another browser): Sign
+    // out everywhere ends both.
+    await page.click("#sign-in-passkey");
+    await page.locator("#console").waitFor({ state: "visible" });
+    await db.execute(
+      sql`insert into operator_sessions (token_hash, operator, key_id, expires_at)
+          values (${"e".repeat(64)}, ${OPERATOR}, ${keyId}, now() + interval '1 hour')`,
+    );
+    await page.click("#sign-out-everywhere");
+    await page.locator("#login").waitFor({ state: "visible" });
+    expect(await page.textContent("#message")).toBe("Signed out everywhere: 2 sessions ended.");
+    const [everywhere] = await queryRows<{ open: number }>(
+      db,
+      sql`select count(*)::int as open from operator_sessions where ended_at is null and operator = ${OPERATOR}`,
+    );
+    expect(everywhere!.open).toBe(0);
     expect(problems).toEqual([]);
     await cdp.send("WebAuthn.removeVirtualAuthenticator", { authenticatorId });
     await cdp.detach();

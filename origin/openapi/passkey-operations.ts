@@ -12,6 +12,7 @@ import {
   sessionOptionsSchema,
   sessionRequestSchema,
   sessionStartedSchema,
+  sessionsEndedSchema,
   sessionViewSchema,
 } from "../../shared/passkey-schemas.ts";
 import { adminRateLimited, errorResponse, type Operation, PAYLOAD_TOO_LARGE } from "./operation-types.ts";
@@ -104,6 +105,27 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     responses: {
       204: { description: "signed out" },
       400: errorResponse("validation_failed: no session was sent (the admin tokens have nothing to end)"),
+      401: errors[401],
+      404: signInErrors[404],
+      429: errors[429],
+      500: errors[500],
+    },
+  },
+  {
+    method: "post",
+    path: "/admin/agents/session/end-all",
+    operationId: "consoleSignOutEverywhere",
+    capability: "console",
+    summary:
+      "Sign out everywhere: ends every live session of the operator signed in with x-console-session, this one too; each token is refused from the next request.",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      200: {
+        description: "signed out everywhere",
+        body: { name: "SessionsEnded", schema: sessionsEndedSchema },
+      },
+      400: errorResponse("validation_failed: no session was sent (the admin tokens name no operator)"),
       401: errors[401],
       404: signInErrors[404],
       429: errors[429],

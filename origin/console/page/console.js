@@ -659,6 +659,13 @@
       forget("Signed out: the session is ended.", "ok");
     }),
   );
+  // Every session of the signed-in operator, in any browser (a lost laptop, a forgotten tab).
+  $("sign-out-everywhere").addEventListener("click", () =>
+    guarded(async () => {
+      const { ended } = await api("/session/end-all", { method: "POST" });
+      forget(`Signed out everywhere: ${ended} session${ended === 1 ? "" : "s"} ended.`, "ok");
+    }),
+  );
   $("refresh").addEventListener("click", () => guarded(refresh));
   $("forget").addEventListener("click", () => forget("Tokens forgotten.", ""));
 
