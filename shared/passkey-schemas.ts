@@ -115,3 +115,9 @@ export const sessionViewSchema = z.object({
   expires_at: z.string().nullable(),
 });
 export type SessionView = z.infer<typeof sessionViewSchema>;
+/** POST {base}/admin/agents/session/end-all: the signed-in operator's sessions ended, this one too. */
+export const sessionsEndedSchema = z.object({
+  operator: z.string(),
+  ended: z.number().int(),
+});
+export type SessionsEnded = z.infer<typeof sessionsEndedSchema>;

@@ -435,4 +435,165 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     });
     expect(blocked.status).toBe(429);
   });
+
+  it("a session registers a passkey under its own operator's name only; another name is refused and nothing is kept", async () => {
+    // The audit names a passkey's operator for every approval it makes: a session registering one
+    // under another's name would have the audit name them for what it approves.
+    const session = await signedIn(alice, 300);
+    const calls = asSession(session.token);
+    const refusal = {
+      status: 400,
+      body: {
+        error: {
+          code: "validation_failed",
+          message:
+            "signed in as Alice Martin: a session registers passkeys under its own operator's name only, not Bob Stone",
+        },
+      },
+    };
+    const asBob = await calls.post("/passkeys/registration/options", { operator: "Bob Stone" });
+    expect({ status: asBob.status, body: withoutRequestId(asBob.body) }).toEqual(refusal);
+    // Options under her own name, then the answer sent under another's: refused the same.
+    const own = await calls.post("/passkeys/registration/options", { operator: "Alice Martin" });
+    expect(own.status).toBe(200);
+    const { challenge: given } = (own.body as { options: { challenge: string } }).options;
+    const laptop = new SoftwarePasskey(RP_ID, ORIGIN);
+    const sentAsBob = await calls.post("/passkeys/registration", {
+      operator: "Bob Stone",
+      response: laptop.registrationResponse(given),
+    });
+    expect({ status: sentAsBob.status, body: withoutRequestId(sentAsBob.body) }).toEqual(refusal);
+    const [bobs] = await queryRows<{ n: number }>(
+      db(),
+      sql`select count(*)::int as n from operator_passkeys where operator = 'Bob Stone'`,
+    );
+    expect(bobs!.n).toBe(0);
+    // Her own name registers, from the session alone.
+    const registered = await calls.post("/passkeys/registration", {
+      operator: "Alice Martin",
+      response: laptop.registrationResponse(given),
+    });
+    expect(registered.status, JSON.stringify(registered.body)).toBe(201);
+    expect(registered.body).toMatchObject({ operator: "Alice Martin", credential_id: laptop.credentialId });
+    // The shared tokens name whoever the body names (automation, the first operator's bootstrap).
+    expect(await register(new SoftwarePasskey(RP_ID, ORIGIN), "Bob Stone")).toMatch(/^pk-/);
+  });
+
+  it("a credential or key registered already is refused, 409 naming the passkey kept, and the kept row is unchanged; a registration answers the row kept", async () => {
+    const listed = async (): Promise<Array<Record<string, unknown>>> =>
+      ((await tokens().get("/passkeys")).body as { passkeys: Array<Record<string, unknown>> }).passkeys;
+    const before = await listed();
+    const registerAs = async (passkey: SoftwarePasskey, operator: string): Promise<TestResponse> => {
+      const options = await tokens().post("/passkeys/registration/options", { operator });
+      const { challenge: given } = (options.body as { options: { challenge: string } }).options;
+      return tokens().post("/passkeys/registration", {
+        operator,
+        response: passkey.registrationResponse(given),
+      });
+    };
+    const conflict = {
+      status: 409,
+      body: {
+        error: {
+          code: "idempotency_conflict",
+          message: `registration refused: this credential or its key is registered already, as ${aliceKeyId} for Alice Martin (enrolled); nothing was changed`,
+        },
+      },
+    };
+    // Alice's credential id (the list shows it to anyone with the read token) with another key.
+    const sameCredential = new SoftwarePasskey(RP_ID, ORIGIN);
+    Object.defineProperty(sameCredential, "credentialId", { value: alice.credentialId });
+    const byCredential = await registerAs(sameCredential, "Mallory Quinn");
+    expect({ status: byCredential.status, body: withoutRequestId(byCredential.body) }).toEqual(conflict);
+    // Alice's public key under a new credential id: the same key id.
+    const sameKey = new SoftwarePasskey(RP_ID, ORIGIN);
+    Object.defineProperty(sameKey, "publicKey", { value: alice.publicKey });
+    const byKey = await registerAs(sameKey, "Mallory Quinn");
+    expect({ status: byKey.status, body: withoutRequestId(byKey.body) }).toEqual(conflict);
+    expect(await listed()).toEqual(before);
+    // A new one answers what the list then shows.
+    const erin = await registerAs(new SoftwarePasskey(RP_ID, ORIGIN), "Erin Park");
+    expect(erin.status).toBe(201);
+    expect((await listed())[0]).toEqual(erin.body);
+  });
+
+  it("a sign-in opened before nine clients open all the sign-ins they may (30 each, 270 in all) is still answered: each client's share of the open challenges is bounded", async () => {
+    const operatorAddress = "127.0.0.40";
+    const given = await challenge(operatorAddress);
+    for (let client = 0; client < 9; client++) {
+      const address = `127.0.0.${50 + client}`;
+      await Promise.all(Array.from({ length: 30 }, () => challenge(address)));
+    }
+    const answer = await signIn(authenticationResponse(alice, given, { signCount: 310 }), operatorAddress);
+    expect(answer.status, JSON.stringify(answer.body)).toBe(201);
+    recordSecret((answer.body as SessionStarted).token);
+    // A flooding client's newest challenge still works too: only its own oldest made way.
+    const flooder = "127.0.0.60";
+    const opened: string[] = [];
+    for (let i = 0; i < 20; i++) opened.push(await challenge(flooder));
+    const oldest = await signIn(authenticationResponse(alice, opened[0]!, { signCount: 311 }), flooder);
+    expect(oldest.status).toBe(401);
+    expect(reasonOf(oldest)).toBe("does_not_verify");
+    const newest = await signIn(authenticationResponse(alice, opened.at(-1)!, { signCount: 312 }), flooder);
+    expect(newest.status).toBe(201);
+    recordSecret((newest.body as SessionStarted).token);
+  });
+
+  it("signing out everywhere ends every live session of the signed-in operator, this one too, and no one else's; under the tokens it names no one, 400", async () => {
+    const live = async (operator: string): Promise<number> => {
+      const [row] = await queryRows<{ n: number }>(
+        db(),
+        sql`select count(*)::int as n from operator_sessions
+            where operator = ${operator} and ended_at is null and expires_at > now()`,
+      );
+      return row!.n;
+    };
+    const here = await signedIn(alice, 400);
+    const elsewhere = await signedIn(alice, 401);
+    const carol = await queryRows<{ credential_id: string }>(
+      db(),
+      sql`select credential_id from operator_passkeys where operator = 'Carol Diaz'`,
+    );
+    expect(carol).toHaveLength(1);
+    const aliceLive = await live("Alice Martin");
+    expect(aliceLive).toBeGreaterThanOrEqual(2);
+    const carolLive = await live("Carol Diaz");
+    expect(carolLive).toBeGreaterThanOrEqual(1);
+
+    const ended = await send(`${origin.base}/admin/agents/session/end-all`, {
+      method: "POST",
+      ...withSession(here.token),
+    });
+    expect({ status: ended.status, body: ended.body }).toEqual({
+      status: 200,
+      body: { operator: "Alice Martin", ended: aliceLive },
+    });
+    expect(await live("Alice Martin")).toBe(0);
+    expect(await live("Carol Diaz")).toBe(carolLive);
+    const wrongToken = await consoleCalls(origin.base, { admin: "x".repeat(64) }).get("/operations");
+    for (const token of [here.token, elsewhere.token]) {
+      const after = await asSession(token).get("/operations");
+      expect(after.status).toBe(401);
+      expect(withoutRequestId(after.body)).toEqual(withoutRequestId(wrongToken.body));
+    }
+    // A new sign-in works again.
+    const again = await signedIn(alice, 402);
+    expect((await asSession(again.token).get("/operations")).status).toBe(200);
+
+    const byTokens = await send(`${origin.base}/admin/agents/session/end-all`, {
+      method: "POST",
+      headers: { "x-admin-api-token": secrets.adminToken },
+    });
+    expect({ status: byTokens.status, body: withoutRequestId(byTokens.body) }).toEqual({
+      status: 400,
+      body: {
+        error: {
+          code: "validation_failed",
+          message:
+            "signing out everywhere ends the sessions of the operator signed in with x-console-session",
+        },
+      },
+    });
+    expect(await live("Alice Martin")).toBe(1);
+  });
 });

@@ -1,5 +1,5 @@
 import type { RegistrationResponseJSON } from "@simplewebauthn/server";
-import type { Handler } from "hono";
+import type { Context, Handler } from "hono";
 import {
   approvalOptionsRequestSchema,
   approvalRequestSchema,
@@ -13,7 +13,7 @@ import { parseJsonBody } from "../http/json-body.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { type ApprovalRelay, createApprovalRelay, type RelayError } from "../passkeys/approval.ts";
 import { passkeyFingerprint } from "../passkeys/credential-key.ts";
-import { createPasskeyRegistration } from "../passkeys/registration.ts";
+import { createPasskeyRegistration, type RegistrationRefusal } from "../passkeys/registration.ts";
 import { listPasskeys, type PendingPasskey } from "../passkeys/store.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 
@@ -62,19 +62,18 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
     },
     async registrationOptions(c) {
       const body = await parseJsonBody(c, passkeyRegistrationOptionsRequestSchema);
-      return c.json({ options: await registration.options(body.operator) });
+      return c.json({ options: await registration.options(registeringOperator(c, body.operator)) });
     },
     async register(c) {
       const body = await parseJsonBody(c, passkeyRegistrationRequestSchema, MAX_BODY);
       const registered = await registration.verify(
-        body.operator,
+        registeringOperator(c, body.operator),
         body.response as unknown as RegistrationResponseJSON,
       );
-      if (!registered.ok)
-        throw new AppError("validation_failed", `registration refused: ${registered.error}`);
+      if (!registered.ok) throw registrationRefused(registered.error);
       const passkey = registered.value;
       c.set("logFields", { outcome: "passkey_registered", key_id: passkey.keyId });
-      return c.json(passkeyView({ ...passkey, enrolledAt: null }), 201);
+      return c.json(passkeyView(passkey), 201);
     },
     async approvalOptions(c) {
       const body = await parseJsonBody(c, approvalOptionsRequestSchema);
@@ -97,6 +96,35 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
       return c.json(relayed.value);
     },
   };
+}
+
+/**
+ * The name a passkey is registered under (docs/operations.md#passkeys): with a session, the
+ * signed-in operator's own, since the audit will name it for every approval the passkey makes;
+ * under the shared tokens (automation, the first operator's bootstrap), the name the body gives.
+ */
+function registeringOperator(c: Context<AppEnv>, named: string): string {
+  const signedIn = c.get("operator");
+  if (signedIn && signedIn.name !== named)
+    throw new AppError(
+      "validation_failed",
+      `signed in as ${signedIn.name}: a session registers passkeys under its own operator's name only, not ${named}`,
+    );
+  return named;
+}
+
+function registrationRefused(refusal: RegistrationRefusal): AppError {
+  switch (refusal.code) {
+    case "does_not_verify":
+      return new AppError("validation_failed", `registration refused: ${refusal.message}`);
+    case "already_registered": {
+      const { kept } = refusal;
+      return new AppError(
+        "idempotency_conflict",
+        `registration refused: this credential or its key is registered already, as ${kept.keyId} for ${kept.operator} (${kept.enrolledAt === null ? "pending" : "enrolled"}); nothing was changed`,
+      );
+    }
+  }
 }
 
 /** A registered passkey as the console shows it: public parts, the fingerprint the enrolling holder compares. */

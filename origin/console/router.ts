@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { AppError } from "../errors.ts";
 import { clientIpMiddleware } from "../http/client-ip-middleware.ts";
+import { refuseCrossSite } from "../http/cross-site.ts";
 import type { AppEnv } from "../http/env.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { buildOpenApiDocument } from "../openapi/document.ts";
@@ -57,6 +58,11 @@ export function createConsoleRouter(
     c.header("X-Content-Type-Options", "nosniff");
     await next();
   });
+  // Before any credential is checked, so another origin's requests count as no failure of the
+  // operator's address; the page itself (`{base}/admin/agents`) is let through.
+  const sameOriginOnly = refuseCrossSite(deps.config.http.basePath);
+  router.use("/admin/agents/*", sameOriginOnly);
+  router.use("/metrics", sameOriginOnly);
   const auth = createAdminAuth({
     adminApiToken,
     registrationAdminSecret: deps.config.secrets.registrationAdmin,
@@ -77,6 +83,7 @@ export function createConsoleRouter(
   route(router, "/", "consoleSignIn", auth.notBlocked, session.start);
   route(router, "/", "consoleSession", auth.read, session.show);
   route(router, "/", "consoleSignOut", auth.read, session.end);
+  route(router, "/", "consoleSignOutEverywhere", auth.read, session.endEverywhere);
   route(router, "/", "consoleRegistration", auth.read, registrationOverviewHandler(deps, node));
   route(router, "/", "consoleOperations", auth.read, operationsHandler(deps));
   route(router, "/", "consoleAudit", auth.read, auditHandler(deps));

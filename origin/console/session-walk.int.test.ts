@@ -127,6 +127,20 @@ describe("signing in to the console with a passkey (real Chromium)", { timeout: 
     );
     expect(recorded).toEqual({ operator: OPERATOR, passkey_key_id: keyId });
 
+    // Another passkey registered in the page while signed in: under the operator's own name,
+    // which the page fills in and fixes (the origin refuses another name from a session).
+    await page.click('#nav a[data-page="passkeys"]');
+    await page.locator('main section[data-page="passkeys"]').waitFor();
+    expect(await page.inputValue("#passkey-operator")).toBe(OPERATOR);
+    expect(await page.locator("#passkey-operator").getAttribute("readonly")).not.toBeNull();
+    await page.click("#passkey-register");
+    await expect.poll(() => page.textContent("#passkey-message")).toContain(`for ${OPERATOR}`);
+    const [second] = await queryRows<{ n: number }>(
+      db,
+      sql`select count(*)::int as n from operator_passkeys where operator = ${OPERATOR}`,
+    );
+    expect(second!.n).toBe(2);
+
     // Signed out: the session is ended in the database, the page is back at its sign-in panel.
     await page.click("#sign-out");
     await page.locator("#login").waitFor({ state: "visible" });
@@ -144,6 +158,23 @@ describe("signing in to the console with a passkey (real Chromium)", { timeout: 
     }))()`);
     expect(kept).toEqual({ local: 0, session: 0, cookie: "", databases: 0 });
     expect(await context.cookies()).toEqual([]);
+
+    // Signed in again, and a second session of the operator's elsewhere (another browser): Sign
+    // out everywhere ends both.
+    await page.click("#sign-in-passkey");
+    await page.locator("#console").waitFor({ state: "visible" });
+    await db.execute(
+      sql`insert into operator_sessions (token_hash, operator, key_id, expires_at)
+          values (${"e".repeat(64)}, ${OPERATOR}, ${keyId}, now() + interval '1 hour')`,
+    );
+    await page.click("#sign-out-everywhere");
+    await page.locator("#login").waitFor({ state: "visible" });
+    expect(await page.textContent("#message")).toBe("Signed out everywhere: 2 sessions ended.");
+    const [everywhere] = await queryRows<{ open: number }>(
+      db,
+      sql`select count(*)::int as open from operator_sessions where ended_at is null and operator = ${OPERATOR}`,
+    );
+    expect(everywhere!.open).toBe(0);
     expect(problems).toEqual([]);
     await cdp.send("WebAuthn.removeVirtualAuthenticator", { authenticatorId });
     await cdp.detach();

@@ -1,14 +1,19 @@
 import type { AuthenticationResponseJSON } from "@simplewebauthn/server";
 import type { Handler, MiddlewareHandler } from "hono";
 import { HEADER_CONSOLE_SESSION } from "../../shared/constants.ts";
-import { type SessionStarted, type SessionView, sessionRequestSchema } from "../../shared/passkey-schemas.ts";
+import {
+  type SessionStarted,
+  type SessionsEnded,
+  type SessionView,
+  sessionRequestSchema,
+} from "../../shared/passkey-schemas.ts";
 import { SlidingWindowLimiter } from "../../shared/rate-limiter.ts";
 import { AppError } from "../errors.ts";
 import { addressGroup } from "../http/client-ip.ts";
 import type { AppEnv } from "../http/env.ts";
 import { parseJsonBody } from "../http/json-body.ts";
 import type { Infrastructure } from "../infrastructure.ts";
-import { endSession, findLiveSession, startSession } from "../passkeys/sessions.ts";
+import { endOperatorSessions, endSession, findLiveSession, startSession } from "../passkeys/sessions.ts";
 import { createPasskeySignIn, type SignInRefusal } from "../passkeys/sign-in.ts";
 import type { AdminAuth } from "./admin-auth.ts";
 
@@ -17,8 +22,8 @@ const MAX_BODY = 16_384;
 
 /**
  * Ours: sign-in ceremonies one client (IPv4 address or IPv6 /64) may open per 60 s. Opening one
- * needs no credential, so this keeps one client from crowding out everyone's open challenges (the
- * origin keeps 256 at most); an operator opens one per sign-in.
+ * needs no credential; what keeps a few clients from crowding out another's open challenge is
+ * each client's share of them (OPEN_PER_CLIENT), and this bounds the work a client makes.
  */
 export const SIGN_IN_OPTIONS = { limit: 30, windowSeconds: 60 } as const;
 
@@ -26,7 +31,8 @@ export const SIGN_IN_OPTIONS = { limit: 30, windowSeconds: 60 } as const;
  * Signing in to the console with an enrolled passkey (docs/operations.md#signing-in-with-a-passkey):
  * options and the assertion need no token (they are how an operator gets one); a refused assertion
  * counts as a failed admin authentication of the client, with the same 401 and 429. Who is signed
- * in and signing out go through the console's read guard, with the session itself.
+ * in, signing out and signing out everywhere go through the console's read guard, with the session
+ * itself.
  */
 export function sessionConsoleHandlers(
   deps: Infrastructure,
@@ -37,6 +43,7 @@ export function sessionConsoleHandlers(
   start: Handler<AppEnv>;
   show: Handler<AppEnv>;
   end: Handler<AppEnv>;
+  endEverywhere: Handler<AppEnv>;
 } {
   const db = deps.database.db;
   const signIn = createPasskeySignIn(db, deps.config.console);
@@ -53,7 +60,7 @@ export function sessionConsoleHandlers(
       await next();
     },
     async options(c) {
-      return c.json({ options: await signIn.options() });
+      return c.json({ options: await signIn.options(addressGroup(c.get("clientIp"))) });
     },
     async start(c) {
       const body = await parseJsonBody(c, sessionRequestSchema, MAX_BODY);
@@ -93,6 +100,24 @@ export function sessionConsoleHandlers(
       await endSession(db, token);
       c.set("logFields", { outcome: "signed_out" });
       return c.body(null, 204);
+    },
+    async endEverywhere(c) {
+      const operator = c.get("operator");
+      if (operator === null)
+        throw new AppError(
+          "validation_failed",
+          `signing out everywhere ends the sessions of the operator signed in with ${HEADER_CONSOLE_SESSION}`,
+        );
+      const response: SessionsEnded = {
+        operator: operator.name,
+        ended: await endOperatorSessions(db, operator.name),
+      };
+      c.set("logFields", {
+        outcome: "signed_out_everywhere",
+        key_id: operator.keyId,
+        ended: String(response.ended),
+      });
+      return c.json(response);
     },
   };
 }

@@ -1,6 +1,7 @@
 import * as z from "zod";
 import { API_VERSION } from "../../shared/constants.ts";
-import { HEADERS_TOO_LARGE, REQUEST_TIMEOUT } from "./operation-types.ts";
+import { refusesCrossSite } from "../http/cross-site.ts";
+import { CROSS_SITE_REFUSED, HEADERS_TOO_LARGE, REQUEST_TIMEOUT } from "./operation-types.ts";
 import { type NamedSchema, OPERATIONS, type Operation, type ResponseSpec } from "./operations.ts";
 
 type JsonSchema = Record<string, unknown>;
@@ -101,7 +102,18 @@ function describeOperation(
   bodySchema: (body: NonNullable<ResponseSpec["body"]>, io: "input" | "output") => JsonSchema,
 ): Record<string, unknown> {
   const responses: Record<string, unknown> = {};
-  const added = { 408: REQUEST_TIMEOUT, 431: HEADERS_TOO_LARGE };
+  const own403 = operation.responses[403];
+  const added = {
+    408: REQUEST_TIMEOUT,
+    431: HEADERS_TOO_LARGE,
+    ...(refusesCrossSite(operation.method, operation.path)
+      ? {
+          403: own403
+            ? { ...own403, description: `${own403.description}; or ${CROSS_SITE_REFUSED.description}` }
+            : CROSS_SITE_REFUSED,
+        }
+      : {}),
+  };
   for (const [status, spec] of Object.entries({ ...operation.responses, ...added })) {
     const content = spec.contentType
       ? { [spec.contentType]: { schema: { type: "string" } } }

@@ -97,6 +97,15 @@ export const PAYLOAD_TOO_LARGE = errorResponse("payload_too_large: the body is o
 export const HEADERS_TOO_LARGE = errorResponse("headers_too_large: the request headers are over 16 KiB");
 
 /**
+ * A console or metrics request a browser marks as sent by a page of another origin
+ * (origin/http/cross-site.ts), refused before any credential is checked; the document adds it
+ * to every route that takes one.
+ */
+export const CROSS_SITE_REFUSED = errorResponse(
+  "cross_site_refused: sent by a page of another origin (Sec-Fetch-Site cross-site or same-site); not counted as a failed authentication",
+);
+
+/**
  * A request whose headers (origin/server.ts) or body (origin/http/read-body.ts) did not arrive in
  * full in time. Every operation can get it, so the document adds it to all of them.
  */

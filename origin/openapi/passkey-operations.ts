@@ -12,6 +12,7 @@ import {
   sessionOptionsSchema,
   sessionRequestSchema,
   sessionStartedSchema,
+  sessionsEndedSchema,
   sessionViewSchema,
 } from "../../shared/passkey-schemas.ts";
 import { adminRateLimited, errorResponse, type Operation, PAYLOAD_TOO_LARGE } from "./operation-types.ts";
@@ -111,6 +112,27 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     },
   },
   {
+    method: "post",
+    path: "/admin/agents/session/end-all",
+    operationId: "consoleSignOutEverywhere",
+    capability: "console",
+    summary:
+      "Sign out everywhere: ends every live session of the operator signed in with x-console-session, this one too; each token is refused from the next request.",
+    tag: "console",
+    security: ["adminApiToken"],
+    responses: {
+      200: {
+        description: "signed out everywhere",
+        body: { name: "SessionsEnded", schema: sessionsEndedSchema },
+      },
+      400: errorResponse("validation_failed: no session was sent (the admin tokens name no operator)"),
+      401: errors[401],
+      404: signInErrors[404],
+      429: errors[429],
+      500: errors[500],
+    },
+  },
+  {
     method: "get",
     path: "/admin/agents/passkeys",
     operationId: "consolePasskeys",
@@ -133,7 +155,8 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     path: "/admin/agents/passkeys/registration/options",
     operationId: "consolePasskeyRegistrationOptions",
     capability: "console",
-    summary: "Start registering an operator's passkey: the WebAuthn creation options.",
+    summary:
+      "Start registering an operator's passkey: the WebAuthn creation options. Signed in with a passkey, under the signed-in operator's name only.",
     tag: "console",
     security: [...change],
     requestBody: {
@@ -146,6 +169,7 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
         body: { name: "PasskeyRegistrationOptions", schema: passkeyRegistrationOptionsSchema },
       },
       ...errors,
+      400: errorResponse("validation_failed: the body is malformed, or a session names another operator"),
     },
   },
   {
@@ -153,13 +177,20 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     path: "/admin/agents/passkeys/registration",
     operationId: "consolePasskeyRegistration",
     capability: "console",
-    summary: "Finish registering a passkey: kept pending until the policy authority enrolls it.",
+    summary:
+      "Finish registering a passkey: kept pending until the policy authority enrolls it; the answer is the row kept.",
     tag: "console",
     security: [...change],
     requestBody: { name: "PasskeyRegistrationRequest", schema: passkeyRegistrationRequestSchema },
     responses: {
       201: { description: "the pending passkey", body: { name: "Passkey", schema: passkeySchema } },
       ...errors,
+      400: errorResponse(
+        "validation_failed: the body or the registration response is malformed or does not verify, or a session names another operator",
+      ),
+      409: errorResponse(
+        "idempotency_conflict: the credential or its key is registered already (the message names the passkey kept); nothing changed",
+      ),
     },
   },
   {

@@ -10,7 +10,7 @@ import {
   type RegistrationResponseJSON,
   verifyRegistrationResponse,
 } from "@simplewebauthn/server";
-import { err, ok, type Result } from "../../shared/result.ts";
+import { err, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
 import { OpenCeremonies } from "./ceremonies.ts";
 import { coseToUncompressedP256, passkeyKeyId } from "./credential-key.ts";
@@ -23,12 +23,17 @@ const MAX_OPEN = 256;
 
 export type RelyingParty = { rpId: string; origin: string };
 
+/** Why a registration was refused: its response, or a credential or key registered already. */
+export type RegistrationRefusal =
+  | { code: "does_not_verify"; message: string }
+  | { code: "already_registered"; kept: PendingPasskey };
+
 export type PasskeyRegistration = {
   options(operator: string): Promise<PublicKeyCredentialCreationOptionsJSON>;
   verify(
     operator: string,
     response: RegistrationResponseJSON,
-  ): Promise<Result<Omit<PendingPasskey, "enrolledAt">, string>>;
+  ): Promise<Result<PendingPasskey, RegistrationRefusal>>;
 };
 
 /**
@@ -40,7 +45,7 @@ export function createPasskeyRegistration(
   rp: RelyingParty,
   now = () => Date.now(),
 ): PasskeyRegistration {
-  const ceremonies = new OpenCeremonies<string>(CEREMONY_MS, MAX_OPEN, now);
+  const ceremonies = new OpenCeremonies<string>(CEREMONY_MS, MAX_OPEN, MAX_OPEN, now);
   return {
     async options(operator) {
       const options = await generateRegistrationOptions({
@@ -73,11 +78,13 @@ export function createPasskeyRegistration(
           supportedAlgorithmIDs: [-7],
         });
       } catch (cause) {
-        return err(cause instanceof Error ? cause.message : "the registration response does not verify");
+        return doesNotVerify(
+          cause instanceof Error ? cause.message : "the registration response does not verify",
+        );
       }
-      if (!verified.verified) return err("the registration response does not verify");
+      if (!verified.verified) return doesNotVerify("the registration response does not verify");
       const publicKey = coseToUncompressedP256(verified.registrationInfo.credential.publicKey);
-      if (publicKey === null) return err("the passkey's key is not P-256 (ES256)");
+      if (publicKey === null) return doesNotVerify("the passkey's key is not P-256 (ES256)");
       const passkey = {
         credentialId: verified.registrationInfo.credential.id,
         keyId: passkeyKeyId(publicKey),
@@ -86,8 +93,11 @@ export function createPasskeyRegistration(
         rpId: rp.rpId,
         origin: rp.origin,
       };
-      await savePendingPasskey(db, passkey);
-      return ok(passkey);
+      return savePendingPasskey(db, passkey);
     },
   };
+}
+
+function doesNotVerify(message: string): { ok: false; error: RegistrationRefusal } {
+  return err({ code: "does_not_verify", message });
 }

@@ -43,6 +43,20 @@ export async function findLiveSession(db: Db, token: string): Promise<LiveSessio
     : null;
 }
 
+/**
+ * Ends every live session of an operator (signing out everywhere: another browser, a lost
+ * laptop) and answers how many it ended; those ended or expired already are left as they are.
+ */
+export async function endOperatorSessions(db: Db, operatorName: string): Promise<number> {
+  const ended = await queryRows<{ token_hash: string }>(
+    db,
+    sql`update operator_sessions set ended_at = now()
+        where operator = ${operatorName} and ended_at is null and expires_at > now()
+        returning token_hash`,
+  );
+  return ended.length;
+}
+
 /** Ends the session a token names (signing out); ending an ended session changes nothing. */
 export async function endSession(db: Db, token: string): Promise<void> {
   await db.execute(

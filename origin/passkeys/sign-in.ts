@@ -25,6 +25,12 @@ import { findPasskey } from "./store.ts";
 const CEREMONY_MS = 5 * 60_000;
 /** Sign-ins one origin keeps open at once (older ones are dropped first). */
 const MAX_OPEN = 256;
+/**
+ * Ours: sign-ins one client (IPv4 address or IPv6 /64) keeps open at once, its oldest dropped past
+ * it. An operator opens one per sign-in; a few clients opening all they may then take a few dozen
+ * of MAX_OPEN, and when all are taken the busiest client's oldest goes, not another client's.
+ */
+export const OPEN_PER_CLIENT = 8;
 
 /**
  * Why a sign-in was refused, for the log; the wire says only admin_auth_failed, except to the
@@ -37,18 +43,20 @@ export type SignInRefusal =
   | { code: "stale_counter" };
 
 export type PasskeySignIn = {
-  options(): Promise<PublicKeyCredentialRequestOptionsJSON>;
+  /** `client`: who asks (its address group), whose share of the open challenges this one takes. */
+  options(client: string): Promise<PublicKeyCredentialRequestOptionsJSON>;
   verify(response: AuthenticationResponseJSON): Promise<Result<Operator, SignInRefusal>>;
 };
 
 /**
  * Challenges are kept in this process's memory, single use, for five minutes, at most MAX_OPEN at
- * once: the options and the answer go to the same origin process, as registration's do.
+ * once and OPEN_PER_CLIENT of one client: the options and the answer go to the same origin
+ * process, as registration's do.
  */
 export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.now()): PasskeySignIn {
-  const ceremonies = new OpenCeremonies<true>(CEREMONY_MS, MAX_OPEN, now);
+  const ceremonies = new OpenCeremonies<true>(CEREMONY_MS, MAX_OPEN, OPEN_PER_CLIENT, now);
   return {
-    async options() {
+    async options(client) {
       const enrolled = await queryRows<{ credential_id: string }>(
         db,
         sql`select credential_id from operator_passkeys
@@ -61,7 +69,7 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
         userVerification: "required",
         timeout: CEREMONY_MS,
       });
-      ceremonies.open(options.challenge, true);
+      ceremonies.open(options.challenge, true, client);
       return options;
     },
     async verify(response) {

@@ -4,6 +4,7 @@
  * change a passkey approved. Public parts only: the origin never holds a passkey's private key.
  */
 import { sql } from "drizzle-orm";
+import { err, ok, type Result } from "../../shared/result.ts";
 import { type Db, queryRows } from "../db/client.ts";
 
 export type PendingPasskey = {
@@ -36,14 +37,32 @@ const fromRow = (row: Row): PendingPasskey => ({
   enrolledAt: row.enrolled_at,
 });
 
-/** Keeps a registered credential, pending; a second registration of one credential changes nothing. */
-export async function savePendingPasskey(db: Db, passkey: Omit<PendingPasskey, "enrolledAt">): Promise<void> {
-  await db.execute(
+/**
+ * Keeps a registered credential, pending, and answers the row kept; or, when its credential id or
+ * its key (key id) is registered already, changes nothing and answers the row that holds it.
+ */
+export async function savePendingPasskey(
+  db: Db,
+  passkey: Omit<PendingPasskey, "enrolledAt">,
+): Promise<Result<PendingPasskey, { code: "already_registered"; kept: PendingPasskey }>> {
+  const [saved] = await queryRows<Row>(
+    db,
     sql`insert into operator_passkeys (credential_id, key_id, operator, public_key, rp_id, origin)
         values (${passkey.credentialId}, ${passkey.keyId}, ${passkey.operator}, ${passkey.publicKey},
           ${passkey.rpId}, ${passkey.origin})
-        on conflict (credential_id) do nothing`,
+        on conflict do nothing
+        returning credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at`,
   );
+  if (saved) return ok(fromRow(saved));
+  const [kept] = await queryRows<Row>(
+    db,
+    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
+        from operator_passkeys where credential_id = ${passkey.credentialId} or key_id = ${passkey.keyId}
+        order by credential_id = ${passkey.credentialId} desc limit 1`,
+  );
+  // Rows are never deleted: the conflicting one is there.
+  if (!kept) throw new Error("a passkey conflicted with a row that is not there");
+  return err({ code: "already_registered", kept: fromRow(kept) });
 }
 
 /** One registered credential, by its credential id or its key id. */

@@ -223,6 +223,8 @@ const NOT_FUZZED: Record<string, string> = {
   consoleApproval: "the approval relay; attacked by origin/passkeys/passkeys.int.test.ts",
   consoleSignOut:
     "a DELETE whose success ends the session it is sent with (none in the fuzz: its credentials are the tokens); attacked by origin/console/console-session.int.test.ts",
+  consoleSignOutEverywhere:
+    "a success ends the sessions of the operator it is sent as (none in the fuzz: its credentials are the tokens); attacked by origin/console/console-session.int.test.ts",
   rotateToken:
     "a success replaces the token every other fuzzed route's requests carry; its body is exactly {} and its refusals are the gateway's; attacked by origin/gateway/token-rotation.int.test.ts",
 };

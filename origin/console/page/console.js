@@ -511,13 +511,14 @@
     readOnly: READ_ONLY,
     pageMessage: () => "message",
   });
-  // The passkeys and approvals pages get the same, and nothing else: no token either.
+  // The passkeys and approvals pages get the same, and who is signed in: no token either.
   const pageContext = {
     api,
     guarded: (work, target) => guarded(work, target),
     say: (text, kind, target) => say(text, kind, target),
     canChange,
     readOnly: READ_ONLY,
+    signedInOperator: () => tokens.operator,
   };
   const passkeys = globalThis.ConsolePasskeys.create(pageContext);
   const approvals = globalThis.ConsoleApprovals.create(pageContext);
@@ -656,6 +657,13 @@
     guarded(async () => {
       await api("/session", { method: "DELETE" });
       forget("Signed out: the session is ended.", "ok");
+    }),
+  );
+  // Every session of the signed-in operator, in any browser (a lost laptop, a forgotten tab).
+  $("sign-out-everywhere").addEventListener("click", () =>
+    guarded(async () => {
+      const { ended } = await api("/session/end-all", { method: "POST" });
+      forget(`Signed out everywhere: ${ended} session${ended === 1 ? "" : "s"} ended.`, "ok");
     }),
   );
   $("refresh").addEventListener("click", () => guarded(refresh));

@@ -65,7 +65,18 @@
       );
     }
 
+    // Signed in with a passkey, an operator registers under their own name only (the origin
+    // refuses another): the name is filled in and fixed. Under the tokens, it is typed.
+    function showOperator() {
+      const operator = ctx.signedInOperator();
+      const field = $("passkey-operator");
+      if (operator) field.value = operator;
+      else if (field.readOnly) field.value = "";
+      field.readOnly = Boolean(operator);
+    }
+
     async function show() {
+      showOperator();
       passkeys = (await api("/passkeys")).passkeys;
       render();
     }
@@ -90,7 +101,7 @@
           return say(`No passkey was made: ${webauthnFailure(error)}`, "error", "passkey-message");
         }
         const passkey = await api("/passkeys/registration", { body: { operator, response } });
-        $("passkey-operator").value = "";
+        if (!ctx.signedInOperator()) $("passkey-operator").value = "";
         await show();
         say(
           `Registered ${passkey.key_id} for ${passkey.operator}, fingerprint ${passkey.fingerprint}: pending. ` +

@@ -1,0 +1,98 @@
+import type { Browser, BrowserContext } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { launchBrowser } from "../../testing/browser.ts";
+import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
+import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { send } from "../../testing/http.ts";
+import { type LoopbackServer, startLoopbackServer } from "../../testing/loopback-server.ts";
+import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+
+// A page of another origin, open in the operator's browser, makes that browser send requests to
+// the console, in a real headless Chromium against the real origin. It can read no answer and send
+// no token, but each request it makes comes from the operator's own address: were they counted as
+// failed admin authentications, two dozen image tags would lock the operator out of the console
+// (429 on everything) for as long as the page stayed open. The console refuses what the browser
+// marks as sent from another origin (Sec-Fetch-Site), uncounted: 403 cross_site_refused.
+
+const secrets = consoleSecrets();
+/** More than the failed authentications a client may have in a window (ADMIN_AUTH_FAILURES). */
+const REQUESTS = 25;
+
+describe("the console's API requested by a page of another origin (real Chromium)", {
+  timeout: 120_000,
+}, () => {
+  let testDb: TestDatabase;
+  let origin: TestOrigin;
+  let elsewhere: LoopbackServer;
+  let browser: Browser;
+  let context: BrowserContext;
+  const logLines: string[] = [];
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    origin = await startTestOrigin({
+      database: testDb.handle,
+      env: { ...secrets.env },
+      onLogLine: (line) => logLines.push(line),
+    });
+    const api = `${origin.base}/admin/agents`;
+    // Another origin (another port): image tags for a console read, and sign-ins posted as text,
+    // which a page may send anywhere without asking; the title says when all were answered.
+    elsewhere = await startLoopbackServer(async (_request, response) => {
+      response.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      response.end(
+        `<!doctype html><title>elsewhere</title>
+         <script>
+           const images = Array.from({ length: ${REQUESTS} }, (_, i) => new Promise((done) => {
+             const image = new Image();
+             image.onload = image.onerror = done;
+             image.src = ${JSON.stringify(`${api}/operations`)} + "?n=" + i;
+           }));
+           const posts = Array.from({ length: ${REQUESTS} }, () =>
+             fetch(${JSON.stringify(`${api}/session`)}, {
+               method: "POST", mode: "no-cors", body: JSON.stringify({ response: { id: "x" } }),
+             }).catch(() => undefined));
+           Promise.all([...images, ...posts]).then(() => { document.title = "sent"; });
+         </script>`,
+      );
+    });
+    browser = await launchBrowser();
+    // The packaged Chromium runs as a single process, which ends when a context closes.
+    context = await browser.newContext();
+    await context.newPage();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await elsewhere?.close();
+    await origin?.close();
+    await testDb?.drop();
+  });
+
+  it("refuses a page of another origin's requests uncounted, 403 cross_site_refused: the operator, at the same address, is not locked out", async () => {
+    const page = await context.newPage();
+    try {
+      await page.goto(elsewhere.url);
+      await page.waitForFunction("document.title === 'sent'");
+    } finally {
+      await page.close();
+    }
+    // The operator, from the same address (the browser and this test are both 127.0.0.1).
+    const read = await consoleCalls(origin.base, { admin: secrets.adminToken }).get("/operations");
+    expect(read.status).toBe(200);
+    // What the origin answered the page's requests, by its request log (the browser hides the
+    // image answers from the page, and from the test's view of it).
+    const answered = logLines
+      .map((line) => JSON.parse(line) as { msg?: string; method?: string; status?: number })
+      .filter((line) => line.msg === "request")
+      .map((line) => `${line.method} ${line.status}`);
+    expect(answered.filter((each) => each === "GET 403")).toHaveLength(REQUESTS);
+    expect(answered.filter((each) => each === "POST 403")).toHaveLength(REQUESTS);
+    expect(answered.filter((each) => each.endsWith(" 401") || each.endsWith(" 429"))).toEqual([]);
+    // The page itself, holding no data, still opens from another site's link (what the browser
+    // sends on such a navigation).
+    const linked = await send(`${origin.base}/admin/agents`, {
+      headers: { "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document" },
+    });
+    expect(linked.status).toBe(200);
+  });
+});
