@@ -5,7 +5,8 @@
  * The client takes any FetchLike; this one gives it the part of a Response it reads: the status,
  * `ok`, `headers.get`, `text()` and `json()` (which reject, as fetch's do, for a body cut off after
  * the headers). Redirects are followed as fetch follows them, the
- * Authorization header dropped on a redirect to another origin.
+ * Authorization header dropped on a redirect to another origin. An `init.signal` that aborts ends
+ * the request, its body included, and rejects with the signal's reason, as fetch does.
  */
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
@@ -47,7 +48,7 @@ export const nodeFetch: FetchLike = async (input, init = {}) => {
   let body = bodyBytes(init.body);
   const headers = headerRecord(init.headers);
   for (let redirects = 0; ; redirects++) {
-    const answer = await send(url, method, headers, body);
+    const answer = await send(url, method, headers, body, init.signal ?? undefined);
     const location = answer.headers.get("location");
     // As fetch under `redirect: "manual"` in Node: the redirect itself is the answer.
     if (!location || ![301, 302, 303, 307, 308].includes(answer.status) || init.redirect === "manual") {
@@ -74,10 +75,12 @@ function send(
   method: string,
   headers: Record<string, string>,
   body: Buffer | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<NodeAnswer> {
   const request =
     url.protocol === "https:" ? httpsRequest : url.protocol === "http:" ? httpRequest : undefined;
   if (!request) return Promise.reject(new TypeError(`unsupported URL scheme ${url.protocol}`));
+  if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
     const outgoing = request(
       url,
@@ -103,6 +106,14 @@ function send(
       },
     );
     outgoing.on("error", (cause) => reject(new TypeError("fetch failed", { cause })));
+    // The whole answer is read before it resolves, so an abort while the body is still coming is
+    // the request's failure too (the reason, first), not a body cut off after its headers.
+    const abort = (): void => {
+      reject(signal?.reason);
+      outgoing.destroy();
+    };
+    signal?.addEventListener("abort", abort, { once: true });
+    outgoing.on("close", () => signal?.removeEventListener("abort", abort));
     outgoing.end(body);
   });
 }

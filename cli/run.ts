@@ -35,6 +35,7 @@ import { errorMessage } from "../shared/error-message.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { formatEventLine, formatHuman, proofProgressLine } from "./format.ts";
 import { nodeFetch } from "./node-fetch.ts";
+import { parseTimeoutSeconds, REQUEST_TIMEOUT_SECONDS, withRequestTimeout } from "./request-timeout.ts";
 import { withWaitingNotice } from "./waiting-notice.ts";
 
 export type CliIo = {
@@ -120,11 +121,15 @@ export function helpText(): string {
     "  --base-url URL   the service base, chain segment included (default: $AGENT_BASE_URL)",
     "  --json           one JSON document on stdout (errors too)",
     "  --key K          the idempotency key; repeat with the key of a call whose answer was lost",
+    `  --timeout S      how long one request may go without its whole answer, in seconds (default`,
+    `                   $AGENT_TIMEOUT_SECONDS, else ${REQUEST_TIMEOUT_SECONDS}); past it exit 19 (gateway_timeout; a paid request's`,
+    "                   17). A --wait read gets its wait on top; watch has its own idle timeout instead",
     "  -h, --help       this text",
     "",
     "environment:",
     "  AGENT_TOKEN      the agent's bearer token (never pass it as an argument)",
     "  AGENT_BASE_URL   e.g. http://127.0.0.1:8787/77",
+    "  AGENT_TIMEOUT_SECONDS  as --timeout",
     "",
     "retries:",
     "  faucet and transfer print their idempotency key, with the answer or the error. Exit 14 or 19:",
@@ -203,7 +208,16 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       return printError(error, json, io, true);
     }
   }
-  const fetchFn = withWaitingNotice(io.fetch ?? nodeFetch, {
+  // Every request but the event stream's (a stream has no end; events() has its idle timeout).
+  const timeoutText = values.timeout ?? io.env.AGENT_TIMEOUT_SECONDS;
+  const timeoutMs =
+    timeoutText === undefined ? REQUEST_TIMEOUT_SECONDS * 1000 : parseTimeoutSeconds(timeoutText);
+  if (timeoutMs === undefined) {
+    return usage(
+      `${values.timeout === undefined ? "AGENT_TIMEOUT_SECONDS" : "--timeout"} must be a number of seconds, more than 0 and at most a day`,
+    );
+  }
+  const fetchFn = withWaitingNotice(withRequestTimeout(io.fetch ?? nodeFetch, timeoutMs), {
     write: io.stderr,
     advice: waitingAdvice(command, values.key),
     afterMs: io.waitingNoticeMs,
@@ -287,6 +301,7 @@ function parseCli(argv: string[]) {
       file: { type: "string" },
       "payment-required": { type: "string" },
       after: { type: "string" },
+      timeout: { type: "string" },
     },
   });
 }

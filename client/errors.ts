@@ -186,7 +186,8 @@ export class RpcMethodNotAllowed extends RpcError {
   }
 }
 /**
- * No answer (network), the service failed (5xx: internal_error, upstream_unavailable,
+ * No answer (network) or none in time (`gateway_timeout`: the caller's timeout, the CLI's
+ * --timeout), the service failed (5xx: internal_error, upstream_unavailable,
  * chain_unavailable, …), or the request did not reach it in full in time (408 request_timeout:
  * nothing was done). A money request: retry with the same idempotency key, which answers what the
  * first attempt did or runs it again, never a second payment.
@@ -194,7 +195,7 @@ export class RpcMethodNotAllowed extends RpcError {
 export class ServiceUnavailable extends GatewayError {
   static override readonly exitCode = 19;
   static override readonly family =
-    "no answer, internal_error, upstream_unavailable, chain_unavailable, service_unavailable, request_timeout, an unexpected answer";
+    "no answer (gateway_unreachable) or none in time (gateway_timeout), internal_error, upstream_unavailable, chain_unavailable, service_unavailable, request_timeout, an unexpected answer";
 }
 /**
  * A faucet payout or transfer that ended without moving its amount, after it was accepted: the

@@ -16,7 +16,8 @@ export type CallParams = {
 /**
  * One JSON call to the service: a 2xx answer is returned parsed; an error envelope becomes its
  * typed error; no answer at all becomes ServiceUnavailable (`gateway_unreachable`) with the cause,
- * and an answer whose body was cut off ServiceUnavailable (`gateway_answer_lost`).
+ * no whole answer before the fetch's signal timed out ServiceUnavailable (`gateway_timeout`), and an
+ * answer whose body was cut off ServiceUnavailable (`gateway_answer_lost`).
  * The token goes into the Authorization header only, never into a message or an error's cause.
  */
 export async function callJson<T>(
@@ -35,6 +36,14 @@ export async function callJson<T>(
       ...(params.body === undefined ? {} : { body: JSON.stringify(params.body) }),
     });
   } catch (cause) {
+    if (isTimeout(cause)) {
+      // The fetch's signal gave up waiting (the caller's timeout): the request may have reached the
+      // service, so a money request is retried with its key as after no answer.
+      throw new ServiceUnavailable(
+        `no answer from ${params.method} ${whereTo(baseUrl, params.path)} in time (${cause.message})`,
+        { code: "gateway_timeout", cause },
+      );
+    }
     throw new ServiceUnavailable(
       `no answer from ${params.method} ${whereTo(baseUrl, params.path)}${inParentheses(networkErrorCode(cause))}`,
       { code: "gateway_unreachable", cause: withoutSecrets(cause, requestSecrets(baseUrl, params.token)) },
@@ -44,6 +53,12 @@ export async function callJson<T>(
   try {
     text = await response.text();
   } catch (cause) {
+    if (isTimeout(cause)) {
+      throw new ServiceUnavailable(
+        `the answer of ${params.method} ${whereTo(baseUrl, params.path)} did not come whole in time (status ${response.status}; ${cause.message})`,
+        { code: "gateway_timeout", status: response.status, cause },
+      );
+    }
     // The status and headers came, the body did not (the connection cut in the middle): the
     // request reached the service, so a money request is retried with its key as after no answer.
     throw new ServiceUnavailable(
@@ -84,6 +99,14 @@ export function bearerHeader(token: string): string {
     );
   }
   return `Bearer ${trimmed}`;
+}
+
+/**
+ * Whether a fetch failed because its signal timed out: fetch rejects with the signal's reason, a
+ * DOMException named TimeoutError for AbortSignal.timeout (the CLI's own is named so too).
+ */
+function isTimeout(cause: unknown): cause is Error {
+  return cause instanceof Error && cause.name === "TimeoutError";
 }
 
 export const inParentheses = (code: string | undefined): string => (code === undefined ? "" : ` (${code})`);
