@@ -27,6 +27,7 @@ import {
   register,
   ServiceUnavailable,
   SignerUnavailable,
+  UnexpectedAnswer,
   ValidationFailed,
 } from "../client/index.ts";
 import { type FetchLike, networkErrorCode } from "../client/request.ts";
@@ -601,6 +602,9 @@ function keyAdvice(error: GatewayError, key: string): string {
     error instanceof PaymentOutcomeUnknown;
   if (error instanceof PolicyHeld) {
     return `idempotency key ${key}: once an operator approves it, run the same command with --key ${key} to pay it (once)`;
+  }
+  if (error instanceof UnexpectedAnswer) {
+    return `idempotency key ${key}: the request may have reached the service; once the base URL answers as the gateway, run the same command with --key ${key} to learn what it came to (never a second payment)`;
   }
   return retry
     ? `idempotency key ${key}: run the same command with --key ${key} to retry it (never a second payment)`

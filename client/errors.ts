@@ -195,7 +195,7 @@ export class RpcMethodNotAllowed extends RpcError {
 export class ServiceUnavailable extends GatewayError {
   static override readonly exitCode = 19;
   static override readonly family =
-    "no answer (gateway_unreachable) or none in time (gateway_timeout), internal_error, upstream_unavailable, chain_unavailable, service_unavailable, request_timeout, an unexpected answer";
+    "no answer (gateway_unreachable) or none in time (gateway_timeout), internal_error, upstream_unavailable, chain_unavailable, service_unavailable, request_timeout, a 5xx, 408 or 429 without an error envelope";
 }
 /**
  * A faucet payout or transfer that ended without moving its amount, after it was accepted: the
@@ -292,6 +292,19 @@ export class TooManyStreams extends GatewayError {
     "too_many_streams: another event stream of this token took this one's place (a token holds 4 by default)";
 }
 
+/**
+ * An answer that is not the gateway's: a success whose body is not JSON or lacks the fields the
+ * call answers with (a proxy's or a captive portal's page, another service at the base URL), or a
+ * refusal without the error envelope. Repeating the call as it is meets the same answer: check the
+ * base URL. A money request may have reached the service: once the gateway answers, the same
+ * idempotency key answers what it came to, never a second payment.
+ */
+export class UnexpectedAnswer extends GatewayError {
+  static override readonly exitCode = 27;
+  static override readonly family =
+    "unexpected_answer: not the gateway's answer (a page, JSON without the fields, a refusal without its envelope): check the base URL; retrying as is meets the same";
+}
+
 /** The classes the CLI documents, in exit-code order. */
 export const ERROR_CLASSES = [
   GatewayError,
@@ -319,6 +332,7 @@ export const ERROR_CLASSES = [
   PolicyLooseningRequiresOperator,
   PolicyHeld,
   TooManyStreams,
+  UnexpectedAnswer,
 ] as const;
 
 type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;
@@ -408,11 +422,19 @@ export function errorFromEnvelope(
   // never an outage to retry.
   if (rpc) return new RpcError(rpc.message, { code: "rpc_error", status, rpcCode: rpc.code, data: rpc.data });
   if (typeof error !== "object" || error === null || typeof (error as { code?: unknown }).code !== "string") {
-    return new ServiceUnavailable(`the service answered ${status} without an error envelope`, {
-      code: "unexpected_answer",
-      status,
-      retryAfter: fromHeader,
-    });
+    // A 5xx, 408 or 429 page of a proxy on the way is still an outage or a "not now": repeated
+    // later, the request goes through. Any other refusal in another form is not the gateway's.
+    const passing = status >= 500 || status === 408 || status === 429;
+    return passing
+      ? new ServiceUnavailable(`the service answered ${status} without an error envelope`, {
+          code: "error_without_envelope",
+          status,
+          retryAfter: fromHeader,
+        })
+      : new UnexpectedAnswer(
+          `the service answered ${status} without an error envelope: is the base URL the gateway's (chain segment included)?`,
+          { code: "unexpected_answer", status },
+        );
   }
   const body = error as Record<string, unknown>;
   const code = body.code as string;

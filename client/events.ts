@@ -6,8 +6,8 @@
 import {
   errorFromEnvelope,
   GatewayError,
-  ServiceUnavailable,
   TooManyStreams,
+  UnexpectedAnswer,
   ValidationFailed,
 } from "./errors.ts";
 import { bearerHeader, type FetchLike, joinUrl } from "./request.ts";
@@ -188,8 +188,8 @@ async function errorOf(response: Response): Promise<GatewayError> {
 function streamOf(response: Response): ReadableStream<Uint8Array> {
   const type = response.headers.get("content-type") ?? "";
   if (!type.toLowerCase().startsWith("text/event-stream")) {
-    throw new ServiceUnavailable(
-      `the event stream answered ${response.status} with ${type || "no content type"}`,
+    throw new UnexpectedAnswer(
+      `the event stream answered ${response.status} with ${type || "no content type"}: not the gateway's answer; is the base URL the gateway's (chain segment included)?`,
       {
         code: "unexpected_answer",
         status: response.status,

@@ -1,5 +1,6 @@
 import { HEADER_REGISTRATION, HEADER_REGISTRATION_PROOF } from "../shared/constants.ts";
 import { type ProofProgress, solveChallenge } from "../shared/registration-proof.ts";
+import { REGISTRATION } from "./answer-shapes.ts";
 import { GatewayError } from "./errors.ts";
 import { callJson, type FetchLike } from "./request.ts";
 import type { RegisterResponse } from "./wire.ts";
@@ -37,7 +38,7 @@ export async function register(params: RegisterParams): Promise<RegisterResponse
   let proof: string | undefined;
   for (let challenges = 0; ; challenges++) {
     try {
-      const answer = await callJson<RegisterResponse>(fetchFn, params.baseUrl, {
+      const answer = await callJson(fetchFn, params.baseUrl, {
         method: "POST",
         path: "/agent/v1/register",
         headers: {
@@ -45,6 +46,7 @@ export async function register(params: RegisterParams): Promise<RegisterResponse
           ...(proof === undefined ? {} : { [HEADER_REGISTRATION_PROOF]: proof }),
         },
         body: {},
+        shape: REGISTRATION,
       });
       return answer.body;
     } catch (error) {

@@ -8,6 +8,7 @@
  */
 
 import { nonceForKey } from "../shared/x402-payment-key.ts";
+import { X402_AUTHORIZATION } from "./answer-shapes.ts";
 import { PaymentOutcomeUnknown, PaymentRefused, PolicyHeld, ServiceUnavailable } from "./errors.ts";
 import { callJson, type FetchLike, inParentheses, networkErrorCode } from "./request.ts";
 
@@ -94,20 +95,17 @@ export async function authorizeX402(
   const nonce =
     params.nonce ??
     (params.idempotencyKey === undefined ? undefined : await nonceForKey(params.idempotencyKey));
-  const answer = await callJson<Omit<X402Authorization, "idempotency_key"> | HeldAnswer>(
-    deps.fetch,
-    deps.baseUrl,
-    {
-      method: "POST",
-      path: "/agent/v1/x402/authorize",
-      token: deps.token,
-      body: {
-        payment_required: quote,
-        ...(nonce === undefined ? {} : { nonce }),
-        ...(params.idempotencyKey === undefined ? {} : { idempotency_key: params.idempotencyKey }),
-      },
+  const answer = await callJson(deps.fetch, deps.baseUrl, {
+    method: "POST",
+    path: "/agent/v1/x402/authorize",
+    token: deps.token,
+    body: {
+      payment_required: quote,
+      ...(nonce === undefined ? {} : { nonce }),
+      ...(params.idempotencyKey === undefined ? {} : { idempotency_key: params.idempotencyKey }),
     },
-  );
+    shape: X402_AUTHORIZATION,
+  });
   const idempotencyKey =
     params.idempotencyKey ?? answer.headers.get(IDEMPOTENCY_KEY_HEADER) ?? `x402:${nonce ?? ""}`;
   if (!("payment_signature" in answer.body) || typeof answer.body.payment_signature !== "string") {
@@ -122,7 +120,7 @@ export async function authorizeX402(
       idempotencyKey,
     });
   }
-  return { ...answer.body, idempotency_key: idempotencyKey };
+  return { ...(answer.body as Omit<X402Authorization, "idempotency_key">), idempotency_key: idempotencyKey };
 }
 
 /**
