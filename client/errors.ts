@@ -148,11 +148,14 @@ export class RegistrationUnavailable extends GatewayError {
     return stringField(this.body, "reason");
   }
 }
-/** An x402 authorization refused (`x402_*`), or a payment the resource did not accept. */
+/**
+ * An x402 authorization refused (`x402_*`), a payment the resource did not accept, or a 402 whose
+ * quote cannot be read (`quote_unreadable`): nothing to retry, the resource answers the same.
+ */
 export class PaymentRefused extends GatewayError {
   static override readonly exitCode = 16;
   static override readonly family =
-    "x402_* refusals, payment_identifier_conflict, a paid request answered 402 again";
+    "x402_* refusals, payment_identifier_conflict, a paid request answered 402 again, a 402 without a readable quote (quote_unreadable)";
 }
 /**
  * A paid request whose answer was lost: the payment may have settled. Repeat the call with the
