@@ -162,6 +162,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     }
     return EXIT_USAGE;
   };
+  // A token given as an argument (`agent-wallet "$AGENT_TOKEN" balance`, `action agt_…`) was echoed
+  // by the usage error naming the unknown command, or sent in a URL's path, into the gateway's
+  // logs, and printed by the error naming that URL: refused first, the argument not repeated.
+  if (argv.some((arg) => holdsToken(arg, io.env.AGENT_TOKEN))) {
+    return usage(
+      "an argument holds an agent token; the token is read from AGENT_TOKEN only, never an argument (nothing was sent, and the argument is not repeated here)",
+    );
+  }
   let parsed: ReturnType<typeof parseCli>;
   try {
     parsed = parseCli(argv);
@@ -283,6 +291,15 @@ async function watchEvents(client: GatewayClient, values: Values, io: CliIo): Pr
 }
 
 type Values = ReturnType<typeof parseCli>["values"];
+
+/** An agent token's shape (shared/agent-token.ts), anywhere in an argument. */
+const TOKEN_SHAPE = /agt_[0-9a-f]{32}_[0-9a-f]{64}/i;
+
+/** Whether `arg` holds a token: one of a token's shape, or the one AGENT_TOKEN holds. */
+function holdsToken(arg: string, token: string | undefined): boolean {
+  const own = token?.trim();
+  return TOKEN_SHAPE.test(arg) || (own !== undefined && own.length >= 8 && arg.includes(own));
+}
 
 function parseCli(argv: string[]) {
   return parseArgs({
