@@ -8,7 +8,7 @@
  * Authorization header dropped on a redirect to another origin. An `init.signal` that aborts ends
  * the request, its body included, and rejects with the signal's reason, as fetch does.
  */
-import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { FetchLike } from "../client/request.ts";
 
@@ -82,6 +82,7 @@ function send(
   if (!request) return Promise.reject(new TypeError(`unsupported URL scheme ${url.protocol}`));
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
+    let answered: IncomingMessage | undefined;
     const outgoing = request(
       url,
       {
@@ -91,6 +92,7 @@ function send(
         agent: false,
       },
       (incoming) => {
+        answered = incoming;
         const chunks: Buffer[] = [];
         incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
         // As fetch: once the headers came, the answer is the caller's even if its body is cut off
@@ -106,10 +108,15 @@ function send(
       },
     );
     outgoing.on("error", (cause) => reject(new TypeError("fetch failed", { cause })));
-    // The whole answer is read before it resolves, so an abort while the body is still coming is
-    // the request's failure too (the reason, first), not a body cut off after its headers.
+    // As fetch: an abort before the headers fails the request with the signal's reason; one after
+    // them fails the body's read with it, the status and headers still the caller's (a paid
+    // answer's name the settlement).
     const abort = (): void => {
-      reject(signal?.reason);
+      if (answered) {
+        resolve(new NodeAnswer(answered.statusCode ?? 0, url.href, answered.headers, signal?.reason));
+      } else {
+        reject(signal?.reason);
+      }
       outgoing.destroy();
     };
     signal?.addEventListener("abort", abort, { once: true });

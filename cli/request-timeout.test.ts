@@ -60,8 +60,9 @@ describe("agent-wallet against a gateway that stalls", () => {
 
       const human = await run(headersOnly.url, ["balance"], { AGENT_TIMEOUT_SECONDS: "1.5" });
       expect(human.code, human.stderr).toBe(ServiceUnavailable.exitCode);
+      // The headers came: the message says so, with their status.
       expect(human.stderr).toMatch(
-        /^agent-wallet: ServiceUnavailable \[gateway_timeout\]: no answer from GET \S+ in time \(no whole answer within 1\.5 s;/,
+        /^agent-wallet: ServiceUnavailable \[gateway_timeout\]: the answer of GET \S+\/agent\/v1\/balance did not come whole in time \(status 200; no whole answer within 1\.5 s;/,
       );
       expect(human.stderr).not.toMatch(/\bat .*\.(mjs|ts):\d+/);
       expect(`${json.stdout}${json.stderr}${human.stdout}${human.stderr}`).not.toContain(TOKEN);

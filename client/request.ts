@@ -113,7 +113,7 @@ export function bearerHeader(token: string): string {
  * Whether a fetch failed because its signal timed out: fetch rejects with the signal's reason, a
  * DOMException named TimeoutError for AbortSignal.timeout (the CLI's own is named so too).
  */
-function isTimeout(cause: unknown): cause is Error {
+export function isTimeout(cause: unknown): cause is Error {
   return cause instanceof Error && cause.name === "TimeoutError";
 }
 

@@ -10,7 +10,7 @@
 import { nonceForKey } from "../shared/x402-payment-key.ts";
 import { X402_AUTHORIZATION } from "./answer-shapes.ts";
 import { PaymentOutcomeUnknown, PaymentRefused, PolicyHeld, ServiceUnavailable } from "./errors.ts";
-import { callJson, type FetchLike, inParentheses, networkErrorCode } from "./request.ts";
+import { callJson, type FetchLike, inParentheses, isTimeout, networkErrorCode } from "./request.ts";
 
 /** A requirement object of a quote (`accepts[i]`). */
 export type PaymentRequirements = {
@@ -235,7 +235,9 @@ export async function paidAnswerText(response: Response): Promise<string> {
   try {
     return await response.text();
   } catch (cause) {
-    const where = `the resource's answer (${response.status}) was cut off after its headers${inParentheses(networkErrorCode(cause))}`;
+    const where = isTimeout(cause)
+      ? `the resource's answer (${response.status}) did not come whole in time (${cause.message})`
+      : `the resource's answer (${response.status}) was cut off after its headers${inParentheses(networkErrorCode(cause))}`;
     const idempotencyKey = PAID_ANSWERS.get(response);
     if (idempotencyKey === undefined) {
       throw new ServiceUnavailable(`${where}: nothing was paid; the same call may run again`, {
