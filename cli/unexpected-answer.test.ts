@@ -100,6 +100,36 @@ describe("agent-wallet against an answer that is not the gateway's", () => {
     }
   }, 120_000);
 
+  // Mutation: without register()'s check, the solver's RangeError escapes: its stack on stderr,
+  // exit 1, and nothing on stdout under --json.
+  it("register asked for a proof of work past what any gateway asks (99 bits): UnexpectedAnswer (27), nothing solved, no stack", async () => {
+    const gateway = await answering(
+      428,
+      "application/json",
+      JSON.stringify({
+        error: {
+          code: "registration_proof_required",
+          message: "solve it",
+          request_id: "r",
+          challenge: "c",
+          bits: 99,
+        },
+      }),
+    );
+    try {
+      const json = await run(gateway.url, ["register", "--json"]);
+      expect(json.code, json.stderr).toBe(UnexpectedAnswer.exitCode);
+      const { error } = JSON.parse(json.stdout) as { error: Record<string, unknown> };
+      expect(error).toMatchObject({ name: "UnexpectedAnswer", code: "unexpected_answer", status: 428 });
+      expect(error.message).toMatch(
+        /asks for 99 bits, where the gateway asks for 0 to 32: not the gateway's answer; nothing was created/,
+      );
+      expect(json.stderr).not.toMatch(STACK_LINE);
+    } finally {
+      await gateway.close();
+    }
+  }, 60_000);
+
   it("--help lists exit 27", async () => {
     const help = await runTool(BIN, ["--help"], { cleanEnv: true, timeoutMs: 60_000 });
     expect(help.stdout).toContain(`${UnexpectedAnswer.exitCode}  UnexpectedAnswer: unexpected_answer`);
