@@ -122,6 +122,36 @@ describe("agent-wallet pay, the resource unreachable, not a URL, or its quote un
     }
   }, 120_000);
 
+  // Mutation: without the CLI's check, node:http refuses the method as a network failure: exit 19,
+  // ServiceUnavailable resource_unreachable, "the same command may run again".
+  it("a --method that is not an HTTP method is ValidationFailed (exit 6), nothing sent", async () => {
+    let asked = 0;
+    const resource = await startLoopbackServer(async (_request, response) => {
+      asked++;
+      response.end("free");
+    });
+    try {
+      for (const method of ["BAD METHOD", "GET\r\nX-Injected: 1", ""]) {
+        const port = await freePort();
+        const run = await runTool(BIN, ["pay", `${resource.url}/free`, "--json", `--method=${method}`], {
+          env: { AGENT_BASE_URL: `http://127.0.0.1:${port}/77`, AGENT_TOKEN: TOKEN },
+          cleanEnv: true,
+          timeoutMs: 60_000,
+        });
+        expect(run.code, JSON.stringify(method)).toBe(ValidationFailed.exitCode);
+        expect(JSON.parse(run.stdout)).toMatchObject({
+          error: {
+            name: "ValidationFailed",
+            message: "--method must be an HTTP method, such as GET or POST",
+          },
+        });
+      }
+      expect(asked).toBe(0);
+    } finally {
+      await resource.close();
+    }
+  }, 120_000);
+
   it("a URL that is not one is ValidationFailed (exit 6)", async () => {
     const json = await pay("not-a-url", true);
     expect(json.code).toBe(ValidationFailed.exitCode);

@@ -400,7 +400,7 @@ async function runCommand(
     case "pay": {
       if (args.length !== 1) return EXIT_USAGE;
       const url = resourceUrl(args[0]!);
-      const method = values.method ?? "GET";
+      const method = requestMethod(values.method ?? "GET");
       let response: Response;
       try {
         response = await client.fetchWithPayment(
@@ -436,6 +436,20 @@ function resourceUrl(text: string): URL {
     throw new ValidationFailed("pay needs an http or https URL", { code: "validation_failed" });
   }
   return url;
+}
+
+/**
+ * The method `pay --method` asks with: an HTTP token (RFC 9110), or ValidationFailed (exit 6) before
+ * anything is sent. node:http refused one with a space as a network failure: exit 19, "the same
+ * command may run again", which no retry mends.
+ */
+function requestMethod(text: string): string {
+  if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(text)) {
+    throw new ValidationFailed("--method must be an HTTP method, such as GET or POST", {
+      code: "validation_failed",
+    });
+  }
+  return text;
 }
 
 /** A failure's message and, where the message does not name it, its network code (ECONNREFUSED, …). */
