@@ -94,6 +94,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   let x402Watcher: StackAgent;
   let proxiedPayer: StackAgent;
   let cutPayer: StackAgent;
+  let stalledPayer: StackAgent;
   let base: string;
   const runs: ToolRun[] = [];
   const run = async (args: string[], token: string | undefined = agent.token): Promise<ToolRun> => {
@@ -122,6 +123,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     x402Watcher = await stack.newAgent({ units: 1_000_000n });
     proxiedPayer = await stack.newAgent({ units: 1_000_000n });
     cutPayer = await stack.newAgent({ units: 1_000_000n });
+    stalledPayer = await stack.newAgent({ units: 1_000_000n });
   }, 180_000);
   afterAll(async () => {
     await edge?.stop();
@@ -539,6 +541,54 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
         expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
         for (const output of [lost.stdout, lost.stderr, again.stdout, again.stderr])
           expect(output).not.toContain(payer.token);
+      } finally {
+        await proxy.close();
+      }
+    },
+  );
+
+  it(
+    "pay URL: a paid answer whose body stalls after its headers exits 17 past --timeout, naming the transaction that settled it; the same command with the key gets the answer, paying nothing more",
+    SLOW,
+    async () => {
+      // Mutation: with node:http's fetch failing the whole request on the timeout, headers and all,
+      // the run exits 17 payment_outcome_unknown, saying the payment may have settled, with no
+      // transaction.
+      const payer = stalledPayer;
+      // A real proxy in front of the demo that passes on the first paid answer's status and headers
+      // (its PAYMENT-RESPONSE included) and then sends nothing more, holding the connection open
+      // (a fault made on purpose: a resource or proxy that hangs in the middle of its answer).
+      let stall = true;
+      const proxy = await startDemoProxy(`${base}/x402/demo`, (answer, response) => {
+        if (!stall || !answer.paid || answer.status !== 200) return false;
+        stall = false;
+        response.writeHead(answer.status, {
+          ...answer.headers,
+          "content-length": String(answer.body.length + 1_000),
+        });
+        response.write(answer.body.slice(0, 8));
+        return true;
+      });
+      try {
+        const { url } = proxy;
+        const stalled = await run(["pay", url, "--json", "--timeout", "5"], payer.token);
+        expect(stalled.code, stalled.stdout + stalled.stderr).toBe(PaymentOutcomeUnknown.exitCode);
+        const { error } = JSON.parse(stalled.stdout) as { error: Record<string, unknown> };
+        expect(error).toMatchObject({
+          name: "PaymentOutcomeUnknown",
+          code: "paid_answer_lost",
+          status: 200,
+          transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+          settlement: { success: true, network: "eip155:77" },
+        });
+        const transaction = error.transaction as Hex;
+        expect(error.message).toMatch(/did not come whole in time \(no whole answer within 5 s;/);
+        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+
+        const again = await run(["pay", url, "--key", String(error.idempotency_key)], payer.token);
+        expect(again.code, again.stderr).toBe(0);
+        expect(again.stdout).toMatch(new RegExp(`^200: paid in transaction ${transaction} on eip155:77\n`));
+        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
       } finally {
         await proxy.close();
       }

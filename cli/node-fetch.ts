@@ -5,9 +5,10 @@
  * The client takes any FetchLike; this one gives it the part of a Response it reads: the status,
  * `ok`, `headers.get`, `text()` and `json()` (which reject, as fetch's do, for a body cut off after
  * the headers). Redirects are followed as fetch follows them, the
- * Authorization header dropped on a redirect to another origin.
+ * Authorization header dropped on a redirect to another origin. An `init.signal` that aborts ends
+ * the request, its body included, and rejects with the signal's reason, as fetch does.
  */
-import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { FetchLike } from "../client/request.ts";
 
@@ -47,7 +48,7 @@ export const nodeFetch: FetchLike = async (input, init = {}) => {
   let body = bodyBytes(init.body);
   const headers = headerRecord(init.headers);
   for (let redirects = 0; ; redirects++) {
-    const answer = await send(url, method, headers, body);
+    const answer = await send(url, method, headers, body, init.signal ?? undefined);
     const location = answer.headers.get("location");
     // As fetch under `redirect: "manual"` in Node: the redirect itself is the answer.
     if (!location || ![301, 302, 303, 307, 308].includes(answer.status) || init.redirect === "manual") {
@@ -74,11 +75,14 @@ function send(
   method: string,
   headers: Record<string, string>,
   body: Buffer | undefined,
+  signal: AbortSignal | undefined,
 ): Promise<NodeAnswer> {
   const request =
     url.protocol === "https:" ? httpsRequest : url.protocol === "http:" ? httpRequest : undefined;
   if (!request) return Promise.reject(new TypeError(`unsupported URL scheme ${url.protocol}`));
+  if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
+    let answered: IncomingMessage | undefined;
     const outgoing = request(
       url,
       {
@@ -88,6 +92,7 @@ function send(
         agent: false,
       },
       (incoming) => {
+        answered = incoming;
         const chunks: Buffer[] = [];
         incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
         // As fetch: once the headers came, the answer is the caller's even if its body is cut off
@@ -103,6 +108,19 @@ function send(
       },
     );
     outgoing.on("error", (cause) => reject(new TypeError("fetch failed", { cause })));
+    // As fetch: an abort before the headers fails the request with the signal's reason; one after
+    // them fails the body's read with it, the status and headers still the caller's (a paid
+    // answer's name the settlement).
+    const abort = (): void => {
+      if (answered) {
+        resolve(new NodeAnswer(answered.statusCode ?? 0, url.href, answered.headers, signal?.reason));
+      } else {
+        reject(signal?.reason);
+      }
+      outgoing.destroy();
+    };
+    signal?.addEventListener("abort", abort, { once: true });
+    outgoing.on("close", () => signal?.removeEventListener("abort", abort));
     outgoing.end(body);
   });
 }

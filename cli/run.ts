@@ -27,6 +27,7 @@ import {
   register,
   ServiceUnavailable,
   SignerUnavailable,
+  UnexpectedAnswer,
   ValidationFailed,
 } from "../client/index.ts";
 import { type FetchLike, networkErrorCode } from "../client/request.ts";
@@ -35,6 +36,7 @@ import { errorMessage } from "../shared/error-message.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { formatEventLine, formatHuman, proofProgressLine } from "./format.ts";
 import { nodeFetch } from "./node-fetch.ts";
+import { parseTimeoutSeconds, REQUEST_TIMEOUT_SECONDS, withRequestTimeout } from "./request-timeout.ts";
 import { withWaitingNotice } from "./waiting-notice.ts";
 
 export type CliIo = {
@@ -120,11 +122,15 @@ export function helpText(): string {
     "  --base-url URL   the service base, chain segment included (default: $AGENT_BASE_URL)",
     "  --json           one JSON document on stdout (errors too)",
     "  --key K          the idempotency key; repeat with the key of a call whose answer was lost",
+    `  --timeout S      how long one request may go without its whole answer, in seconds (default`,
+    `                   $AGENT_TIMEOUT_SECONDS, else ${REQUEST_TIMEOUT_SECONDS}); past it exit 19 (gateway_timeout; a paid request's`,
+    "                   17). A --wait read gets its wait on top; watch has its own idle timeout instead",
     "  -h, --help       this text",
     "",
     "environment:",
     "  AGENT_TOKEN      the agent's bearer token (never pass it as an argument)",
     "  AGENT_BASE_URL   e.g. http://127.0.0.1:8787/77",
+    "  AGENT_TIMEOUT_SECONDS  as --timeout",
     "",
     "retries:",
     "  faucet and transfer print their idempotency key, with the answer or the error. Exit 14 or 19:",
@@ -156,6 +162,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     }
     return EXIT_USAGE;
   };
+  // A token given as an argument (`agent-wallet "$AGENT_TOKEN" balance`, `action agt_…`) was echoed
+  // by the usage error naming the unknown command, or sent in a URL's path, into the gateway's
+  // logs, and printed by the error naming that URL: refused first, the argument not repeated.
+  if (argv.some((arg) => holdsToken(arg, io.env.AGENT_TOKEN))) {
+    return usage(
+      "an argument holds an agent token; the token is read from AGENT_TOKEN only, never an argument (nothing was sent, and the argument is not repeated here)",
+    );
+  }
   let parsed: ReturnType<typeof parseCli>;
   try {
     parsed = parseCli(argv);
@@ -203,7 +217,16 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       return printError(error, json, io, true);
     }
   }
-  const fetchFn = withWaitingNotice(io.fetch ?? nodeFetch, {
+  // Every request but the event stream's (a stream has no end; events() has its idle timeout).
+  const timeoutText = values.timeout ?? io.env.AGENT_TIMEOUT_SECONDS;
+  const timeoutMs =
+    timeoutText === undefined ? REQUEST_TIMEOUT_SECONDS * 1000 : parseTimeoutSeconds(timeoutText);
+  if (timeoutMs === undefined) {
+    return usage(
+      `${values.timeout === undefined ? "AGENT_TIMEOUT_SECONDS" : "--timeout"} must be a number of seconds, more than 0 and at most a day`,
+    );
+  }
+  const fetchFn = withWaitingNotice(withRequestTimeout(io.fetch ?? nodeFetch, timeoutMs), {
     write: io.stderr,
     advice: waitingAdvice(command, values.key),
     afterMs: io.waitingNoticeMs,
@@ -269,6 +292,15 @@ async function watchEvents(client: GatewayClient, values: Values, io: CliIo): Pr
 
 type Values = ReturnType<typeof parseCli>["values"];
 
+/** An agent token's shape (shared/agent-token.ts), anywhere in an argument. */
+const TOKEN_SHAPE = /agt_[0-9a-f]{32}_[0-9a-f]{64}/i;
+
+/** Whether `arg` holds a token: one of a token's shape, or the one AGENT_TOKEN holds. */
+function holdsToken(arg: string, token: string | undefined): boolean {
+  const own = token?.trim();
+  return TOKEN_SHAPE.test(arg) || (own !== undefined && own.length >= 8 && arg.includes(own));
+}
+
 function parseCli(argv: string[]) {
   return parseArgs({
     args: argv,
@@ -287,6 +319,7 @@ function parseCli(argv: string[]) {
       file: { type: "string" },
       "payment-required": { type: "string" },
       after: { type: "string" },
+      timeout: { type: "string" },
     },
   });
 }
@@ -367,7 +400,7 @@ async function runCommand(
     case "pay": {
       if (args.length !== 1) return EXIT_USAGE;
       const url = resourceUrl(args[0]!);
-      const method = values.method ?? "GET";
+      const method = requestMethod(values.method ?? "GET");
       let response: Response;
       try {
         response = await client.fetchWithPayment(
@@ -403,6 +436,20 @@ function resourceUrl(text: string): URL {
     throw new ValidationFailed("pay needs an http or https URL", { code: "validation_failed" });
   }
   return url;
+}
+
+/**
+ * The method `pay --method` asks with: an HTTP token (RFC 9110), or ValidationFailed (exit 6) before
+ * anything is sent. node:http refused one with a space as a network failure: exit 19, "the same
+ * command may run again", which no retry mends.
+ */
+function requestMethod(text: string): string {
+  if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(text)) {
+    throw new ValidationFailed("--method must be an HTTP method, such as GET or POST", {
+      code: "validation_failed",
+    });
+  }
+  return text;
 }
 
 /** A failure's message and, where the message does not name it, its network code (ECONNREFUSED, …). */
@@ -586,6 +633,9 @@ function keyAdvice(error: GatewayError, key: string): string {
     error instanceof PaymentOutcomeUnknown;
   if (error instanceof PolicyHeld) {
     return `idempotency key ${key}: once an operator approves it, run the same command with --key ${key} to pay it (once)`;
+  }
+  if (error instanceof UnexpectedAnswer) {
+    return `idempotency key ${key}: the request may have reached the service; once the base URL answers as the gateway, run the same command with --key ${key} to learn what it came to (never a second payment)`;
   }
   return retry
     ? `idempotency key ${key}: run the same command with --key ${key} to retry it (never a second payment)`

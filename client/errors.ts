@@ -148,11 +148,14 @@ export class RegistrationUnavailable extends GatewayError {
     return stringField(this.body, "reason");
   }
 }
-/** An x402 authorization refused (`x402_*`), or a payment the resource did not accept. */
+/**
+ * An x402 authorization refused (`x402_*`), a payment the resource did not accept, or a 402 whose
+ * quote cannot be read (`quote_unreadable`): nothing to retry, the resource answers the same.
+ */
 export class PaymentRefused extends GatewayError {
   static override readonly exitCode = 16;
   static override readonly family =
-    "x402_* refusals, payment_identifier_conflict, a paid request answered 402 again";
+    "x402_* refusals, payment_identifier_conflict, a paid request answered 402 again, a 402 without a readable quote (quote_unreadable)";
 }
 /**
  * A paid request whose answer was lost: the payment may have settled. Repeat the call with the
@@ -186,7 +189,8 @@ export class RpcMethodNotAllowed extends RpcError {
   }
 }
 /**
- * No answer (network), the service failed (5xx: internal_error, upstream_unavailable,
+ * No answer (network) or none in time (`gateway_timeout`: the caller's timeout, the CLI's
+ * --timeout), the service failed (5xx: internal_error, upstream_unavailable,
  * chain_unavailable, …), or the request did not reach it in full in time (408 request_timeout:
  * nothing was done). A money request: retry with the same idempotency key, which answers what the
  * first attempt did or runs it again, never a second payment.
@@ -194,7 +198,7 @@ export class RpcMethodNotAllowed extends RpcError {
 export class ServiceUnavailable extends GatewayError {
   static override readonly exitCode = 19;
   static override readonly family =
-    "no answer, internal_error, upstream_unavailable, chain_unavailable, service_unavailable, request_timeout, an unexpected answer";
+    "no answer (gateway_unreachable) or none in time (gateway_timeout), internal_error, upstream_unavailable, chain_unavailable, service_unavailable, request_timeout, a 5xx, 408 or 429 without an error envelope";
 }
 /**
  * A faucet payout or transfer that ended without moving its amount, after it was accepted: the
@@ -291,6 +295,19 @@ export class TooManyStreams extends GatewayError {
     "too_many_streams: another event stream of this token took this one's place (a token holds 4 by default)";
 }
 
+/**
+ * An answer that is not the gateway's: a success whose body is not JSON or lacks the fields the
+ * call answers with (a proxy's or a captive portal's page, another service at the base URL), or a
+ * refusal without the error envelope. Repeating the call as it is meets the same answer: check the
+ * base URL. A money request may have reached the service: once the gateway answers, the same
+ * idempotency key answers what it came to, never a second payment.
+ */
+export class UnexpectedAnswer extends GatewayError {
+  static override readonly exitCode = 27;
+  static override readonly family =
+    "unexpected_answer: not the gateway's answer (a page, JSON without the fields, a refusal without its envelope): check the base URL; retrying as is meets the same";
+}
+
 /** The classes the CLI documents, in exit-code order. */
 export const ERROR_CLASSES = [
   GatewayError,
@@ -318,6 +335,7 @@ export const ERROR_CLASSES = [
   PolicyLooseningRequiresOperator,
   PolicyHeld,
   TooManyStreams,
+  UnexpectedAnswer,
 ] as const;
 
 type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;
@@ -407,11 +425,19 @@ export function errorFromEnvelope(
   // never an outage to retry.
   if (rpc) return new RpcError(rpc.message, { code: "rpc_error", status, rpcCode: rpc.code, data: rpc.data });
   if (typeof error !== "object" || error === null || typeof (error as { code?: unknown }).code !== "string") {
-    return new ServiceUnavailable(`the service answered ${status} without an error envelope`, {
-      code: "unexpected_answer",
-      status,
-      retryAfter: fromHeader,
-    });
+    // A 5xx, 408 or 429 page of a proxy on the way is still an outage or a "not now": repeated
+    // later, the request goes through. Any other refusal in another form is not the gateway's.
+    const passing = status >= 500 || status === 408 || status === 429;
+    return passing
+      ? new ServiceUnavailable(`the service answered ${status} without an error envelope`, {
+          code: "error_without_envelope",
+          status,
+          retryAfter: fromHeader,
+        })
+      : new UnexpectedAnswer(
+          `the service answered ${status} without an error envelope: is the base URL the gateway's (chain segment included)?`,
+          { code: "unexpected_answer", status },
+        );
   }
   const body = error as Record<string, unknown>;
   const code = body.code as string;

@@ -7,9 +7,9 @@ import { createGatewayClient } from "./index.ts";
 import type { AgentEvent } from "./wire.ts";
 
 // events() against a stream that is not the service's: one line that never ends, a `retry:` past the
-// timer's range. The service sends neither, so the gateway is a loopback server (a fake of the
-// fault only): its first stream sends an event, then the fault; the second, opened again, the next
-// event.
+// timer's range, no answer at all. The service does none of these, so the gateway is a loopback
+// server (a fake of the fault only): its first stream sends an event, then the fault (or the first
+// connection is never answered); the second, opened again, the next event.
 
 const TOKEN = `agt_${"ab".repeat(8)}_${"cd".repeat(32)}`;
 /** Far past any message of the service's, and past what the client may hold of one. */
@@ -66,6 +66,35 @@ describe("events() from a stream that is not the service's", () => {
       ).toEqual([undefined, "5"]);
       await reading;
       expect(seen.map((event) => event.id)).toEqual(["5", "6"]);
+    } finally {
+      stop.abort();
+      await gateway.close();
+    }
+  }, 60_000);
+
+  // Mutation: with the idle timeout armed only once the headers came, the client waits for them as
+  // long as fetch does (undici: 300 s), silent, and never opens the stream again in the test's time.
+  it("gives up a connection whose server sends no answer within the idle timeout and opens it again", async () => {
+    let opened = 0;
+    const gateway = await startLoopbackServer(async (_request, response) => {
+      opened++;
+      // The first connection is taken and never answered (a host or proxy that hangs).
+      if (opened === 1) return;
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write(eventOf("7"));
+    });
+    const stop = new AbortController();
+    try {
+      const wallet = createGatewayClient({ baseUrl: `${gateway.url}/77`, token: TOKEN });
+      const first = (async () => {
+        for await (const event of wallet.events({ signal: stop.signal, idleTimeoutMs: 1_000 })) {
+          return event.id;
+        }
+        return "the stream ended";
+      })();
+      const outcome = await Promise.race([first, sleep(20_000).then(() => "still waiting for headers")]);
+      expect(outcome).toBe("7");
+      expect(opened).toBe(2);
     } finally {
       stop.abort();
       await gateway.close();

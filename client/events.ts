@@ -6,8 +6,8 @@
 import {
   errorFromEnvelope,
   GatewayError,
-  ServiceUnavailable,
   TooManyStreams,
+  UnexpectedAnswer,
   ValidationFailed,
 } from "./errors.ts";
 import { bearerHeader, type FetchLike, joinUrl } from "./request.ts";
@@ -23,8 +23,8 @@ export type EventsParams = {
   /** Aborting it closes the stream; the loop then ends without an error. */
   signal?: AbortSignal;
   /**
-   * How long the stream may stay silent (no event, no `: ping`) before the connection counts as
-   * dropped and is opened again. The service pings every 15 s; default 45 s.
+   * How long the stream may stay silent (no answer yet, no event, no `: ping`) before the
+   * connection counts as dropped and is opened again. The service pings every 15 s; default 45 s.
    */
   idleTimeoutMs?: number;
 };
@@ -53,7 +53,7 @@ const EVENT_ID = /^\d{1,19}$/;
 
 /**
  * The agent's events, in the service's order, each once. A dropped connection (a network error, the
- * body ending, a 5xx, silence past `idleTimeoutMs`, the service ending the stream as `too_slow` or
+ * body ending, a 5xx, silence past `idleTimeoutMs`, before the answer's headers too, the service ending the stream as `too_slow` or
  * `shutting_down`) is opened again with `Last-Event-ID`, the last event's id, after a backoff (0.5 s
  * doubling to 30 s, or the `retry:` the service named); a 429 waits its Retry-After. Throws
  * TooManyStreams when a newer stream of the token took this one's place, and the error of its class
@@ -79,8 +79,14 @@ export async function* followEvents(
     /** When set, the stream ended as the service meant it to: reconnect after this long. */
     let closedRetryMs: number | undefined;
     let retryAfterMs = 0;
+    const idleMs = params.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
     try {
-      const response = await open(deps, lastEventId, connection.signal);
+      // A server that takes the connection and sends no answer is as silent as a stream that
+      // stopped: the same timeout gives it up (fetch's own waits minutes for the headers).
+      const unanswered = setTimeout(() => connection.abort(), idleMs);
+      const response = await open(deps, lastEventId, connection.signal).finally(() =>
+        clearTimeout(unanswered),
+      );
       if (response === undefined) {
         // No answer: the network, or the abort.
       } else if (!response.ok) {
@@ -92,7 +98,6 @@ export async function* followEvents(
         const body = streamOf(response);
         let serverRetryMs: number | undefined;
         try {
-          const idleMs = params.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
           // Anything arriving (a ping too) shows the link works: the next drop starts the backoff over.
           const alive = (): void => {
             failures = 0;
@@ -183,8 +188,8 @@ async function errorOf(response: Response): Promise<GatewayError> {
 function streamOf(response: Response): ReadableStream<Uint8Array> {
   const type = response.headers.get("content-type") ?? "";
   if (!type.toLowerCase().startsWith("text/event-stream")) {
-    throw new ServiceUnavailable(
-      `the event stream answered ${response.status} with ${type || "no content type"}`,
+    throw new UnexpectedAnswer(
+      `the event stream answered ${response.status} with ${type || "no content type"}: not the gateway's answer; is the base URL the gateway's (chain segment included)?`,
       {
         code: "unexpected_answer",
         status: response.status,

@@ -2,6 +2,15 @@ import type { CustomTransport } from "viem";
 import { isTerminalAction } from "../shared/action-status.ts";
 import { sleep } from "../shared/sleep.ts";
 import {
+  ACTION,
+  type AnswerShape,
+  BALANCE,
+  NETWORK,
+  POLICY,
+  POLICY_CHECK,
+  TOKEN_ROTATION,
+} from "./answer-shapes.ts";
+import {
   errorFromAction,
   GatewayError,
   RateLimited,
@@ -185,10 +194,15 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
   // The one holder of the token: rotateToken() replaces it for every later call of this client.
   const deps = { fetch: fetchFn, baseUrl: params.baseUrl, token: params.token };
   const retries = params.retries ?? 2;
-  const get = async <T>(path: string): Promise<T> =>
-    (await callJson<T>(fetchFn, params.baseUrl, { method: "GET", path, token: deps.token })).body;
-  const send = async <T>(method: "POST" | "PATCH", path: string, body: unknown): Promise<T> =>
-    (await callJson<T>(fetchFn, params.baseUrl, { method, path, token: deps.token, body })).body;
+  const get = async <T>(path: string, shape: AnswerShape<T>): Promise<T> =>
+    (await callJson(fetchFn, params.baseUrl, { method: "GET", path, token: deps.token, shape })).body;
+  const send = async <T>(
+    method: "POST" | "PATCH",
+    path: string,
+    body: unknown,
+    shape: AnswerShape<T>,
+  ): Promise<T> =>
+    (await callJson(fetchFn, params.baseUrl, { method, path, token: deps.token, body, shape })).body;
 
   // The same key on every attempt: the gateway answers a repeat with what the request came to, or
   // runs it again when nothing was signed, so a retry after a lost answer or a signer outage can
@@ -200,11 +214,12 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
   ): Promise<MoneyActionResult> => {
     for (let attempt = 0; ; attempt++) {
       try {
-        const answer = await callJson<ActionView>(fetchFn, params.baseUrl, {
+        const answer = await callJson(fetchFn, params.baseUrl, {
           method: "POST",
           path,
           token: deps.token,
           body: { ...body, idempotency_key: key },
+          shape: ACTION,
         });
         // A gateway that answers an ended action as a 200 still does not make it a success.
         const failed = errorFromAction(answer.body);
@@ -225,11 +240,12 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
   const action = (actionId: string, read: ActionParams = {}): Promise<ActionView> =>
     get(
       `/agent/v1/actions/${encodeURIComponent(actionId)}${read.waitSeconds === undefined ? "" : `?wait=${read.waitSeconds}`}`,
+      ACTION,
     );
 
   return {
-    network: () => get("/agent/v1/network"),
-    balance: () => get("/agent/v1/balance"),
+    network: () => get("/agent/v1/network", NETWORK),
+    balance: () => get("/agent/v1/balance", BALANCE),
     rpc: (method, rpcParams) => rpcCall(deps, method, rpcParams),
     faucet: (faucetParams = {}) =>
       postMoney("/agent/v1/faucet", {}, faucetParams.idempotencyKey ?? newIdempotencyKey("faucet")),
@@ -279,8 +295,8 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
       }
     },
     events: (eventsParams) => followEvents(deps, eventsParams),
-    policy: () => get("/agent/v1/policy"),
-    updatePolicy: (patch) => send("PATCH", "/agent/v1/policy", patch),
+    policy: () => get("/agent/v1/policy", POLICY),
+    updatePolicy: (patch) => send("PATCH", "/agent/v1/policy", patch, POLICY),
     checkPolicy: (check) =>
       send(
         "POST",
@@ -288,17 +304,19 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
         "transfer" in check
           ? { transfer: { to: check.transfer.to, amount: unitsString(check.transfer.amount) } }
           : { x402: { payment_required: check.x402.paymentRequired } },
+        POLICY_CHECK,
       ),
     authorizeX402: (quote, authorize) => authorizeX402(deps, quote, authorize),
     fetchWithPayment: (url, init, options) => fetchWithPayment(deps, url, init, options),
     transport: () => gatewayTransport(deps),
     async rotateToken() {
       // Sent once, never retried: a lost answer leaves neither token working (docs/agents.md).
-      const answer = await callJson<TokenRotation>(fetchFn, params.baseUrl, {
+      const answer = await callJson(fetchFn, params.baseUrl, {
         method: "POST",
         path: "/agent/v1/token/rotate",
         token: deps.token,
         body: {},
+        shape: TOKEN_ROTATION,
       });
       deps.token = answer.body.token;
       return answer.body;

@@ -1,6 +1,7 @@
 import { HEADER_REGISTRATION, HEADER_REGISTRATION_PROOF } from "../shared/constants.ts";
-import { type ProofProgress, solveChallenge } from "../shared/registration-proof.ts";
-import { GatewayError } from "./errors.ts";
+import { MAX_PROOF_BITS, type ProofProgress, solveChallenge } from "../shared/registration-proof.ts";
+import { REGISTRATION } from "./answer-shapes.ts";
+import { GatewayError, UnexpectedAnswer } from "./errors.ts";
 import { callJson, type FetchLike } from "./request.ts";
 import type { RegisterResponse } from "./wire.ts";
 
@@ -37,7 +38,7 @@ export async function register(params: RegisterParams): Promise<RegisterResponse
   let proof: string | undefined;
   for (let challenges = 0; ; challenges++) {
     try {
-      const answer = await callJson<RegisterResponse>(fetchFn, params.baseUrl, {
+      const answer = await callJson(fetchFn, params.baseUrl, {
         method: "POST",
         path: "/agent/v1/register",
         headers: {
@@ -45,11 +46,20 @@ export async function register(params: RegisterParams): Promise<RegisterResponse
           ...(proof === undefined ? {} : { [HEADER_REGISTRATION_PROOF]: proof }),
         },
         body: {},
+        shape: REGISTRATION,
       });
       return answer.body;
     } catch (error) {
       const challenge = challengeOf(error);
       if (challenge === undefined || challenges >= MAX_CHALLENGES) throw error;
+      // The service asks for at most MAX_PROOF_BITS (origin/registration/proof-of-work.ts); more is
+      // not its answer, and the solver would refuse it with a bare RangeError.
+      if (!Number.isInteger(challenge.bits) || challenge.bits < 0 || challenge.bits > MAX_PROOF_BITS) {
+        throw new UnexpectedAnswer(
+          `the registration's proof of work asks for ${challenge.bits} bits, where the gateway asks for 0 to ${MAX_PROOF_BITS}: not the gateway's answer; nothing was created; is the base URL the gateway's (chain segment included)?`,
+          { code: "unexpected_answer", status: error instanceof GatewayError ? error.status : undefined },
+        );
+      }
       const solution = await solveChallenge({ ...challenge, onProgress: params.onProofOfWork });
       proof = `${challenge.challenge}.${solution}`;
     }

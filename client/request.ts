@@ -1,10 +1,13 @@
-import { AgentAuthFailed, errorFromEnvelope, ServiceUnavailable } from "./errors.ts";
+import type { AnswerShape } from "./answer-shapes.ts";
+import { AgentAuthFailed, errorFromEnvelope, ServiceUnavailable, UnexpectedAnswer } from "./errors.ts";
 
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
 export type JsonAnswer<T> = { status: number; body: T; headers: Headers };
 
-export type CallParams = {
+export type CallParams<T> = {
+  /** What a 2xx body must be; one that is not, or is no JSON, is UnexpectedAnswer. */
+  shape: AnswerShape<T>;
   method: "GET" | "POST" | "PATCH";
   /** Relative to the base URL, e.g. `/agent/v1/balance`. */
   path: string;
@@ -14,15 +17,17 @@ export type CallParams = {
 };
 
 /**
- * One JSON call to the service: a 2xx answer is returned parsed; an error envelope becomes its
- * typed error; no answer at all becomes ServiceUnavailable (`gateway_unreachable`) with the cause,
- * and an answer whose body was cut off ServiceUnavailable (`gateway_answer_lost`).
+ * One JSON call to the service: a 2xx answer of the call's shape is returned parsed, any other
+ * 2xx is UnexpectedAnswer; an error envelope becomes its typed error; no answer at all becomes
+ * ServiceUnavailable (`gateway_unreachable`) with the cause, no whole answer before the fetch's
+ * signal timed out ServiceUnavailable (`gateway_timeout`), and an answer whose body was cut off
+ * ServiceUnavailable (`gateway_answer_lost`).
  * The token goes into the Authorization header only, never into a message or an error's cause.
  */
 export async function callJson<T>(
   fetchFn: FetchLike,
   baseUrl: string,
-  params: CallParams,
+  params: CallParams<T>,
 ): Promise<JsonAnswer<T>> {
   const headers: Record<string, string> = { accept: "application/json", ...params.headers };
   if (params.body !== undefined) headers["content-type"] = "application/json";
@@ -35,6 +40,14 @@ export async function callJson<T>(
       ...(params.body === undefined ? {} : { body: JSON.stringify(params.body) }),
     });
   } catch (cause) {
+    if (isTimeout(cause)) {
+      // The fetch's signal gave up waiting (the caller's timeout): the request may have reached the
+      // service, so a money request is retried with its key as after no answer.
+      throw new ServiceUnavailable(
+        `no answer from ${params.method} ${whereTo(baseUrl, params.path)} in time (${cause.message})`,
+        { code: "gateway_timeout", cause },
+      );
+    }
     throw new ServiceUnavailable(
       `no answer from ${params.method} ${whereTo(baseUrl, params.path)}${inParentheses(networkErrorCode(cause))}`,
       { code: "gateway_unreachable", cause: withoutSecrets(cause, requestSecrets(baseUrl, params.token)) },
@@ -44,6 +57,12 @@ export async function callJson<T>(
   try {
     text = await response.text();
   } catch (cause) {
+    if (isTimeout(cause)) {
+      throw new ServiceUnavailable(
+        `the answer of ${params.method} ${whereTo(baseUrl, params.path)} did not come whole in time (status ${response.status}; ${cause.message})`,
+        { code: "gateway_timeout", status: response.status, cause },
+      );
+    }
     // The status and headers came, the body did not (the connection cut in the middle): the
     // request reached the service, so a money request is retried with its key as after no answer.
     throw new ServiceUnavailable(
@@ -58,13 +77,17 @@ export async function callJson<T>(
     body = undefined;
   }
   if (!response.ok) throw errorFromEnvelope(response.status, body, response.headers.get("retry-after"));
-  if (body === undefined) {
-    throw new ServiceUnavailable(`${params.method} ${params.path} answered ${response.status} without JSON`, {
-      code: "unexpected_answer",
-      status: response.status,
-    });
+  if (!params.shape.matches(body)) {
+    const found =
+      body === undefined
+        ? `no JSON (${response.headers.get("content-type") ?? "no content type"})`
+        : `JSON that is not ${params.shape.description}`;
+    throw new UnexpectedAnswer(
+      `${params.method} ${whereTo(baseUrl, params.path)} answered ${response.status} with ${found}: not the gateway's answer; is the base URL the gateway's (chain segment included)?`,
+      { code: "unexpected_answer", status: response.status },
+    );
   }
-  return { status: response.status, body: body as T, headers: response.headers };
+  return { status: response.status, body, headers: response.headers };
 }
 
 /**
@@ -84,6 +107,14 @@ export function bearerHeader(token: string): string {
     );
   }
   return `Bearer ${trimmed}`;
+}
+
+/**
+ * Whether a fetch failed because its signal timed out: fetch rejects with the signal's reason, a
+ * DOMException named TimeoutError for AbortSignal.timeout (the CLI's own is named so too).
+ */
+export function isTimeout(cause: unknown): cause is Error {
+  return cause instanceof Error && cause.name === "TimeoutError";
 }
 
 export const inParentheses = (code: string | undefined): string => (code === undefined ? "" : ` (${code})`);

@@ -1,14 +1,9 @@
 import { type CustomTransport, custom } from "viem";
-import { RpcError, RpcMethodNotAllowed, ServiceUnavailable } from "./errors.ts";
+import { JSON_RPC_ANSWER } from "./answer-shapes.ts";
+import { RpcError, RpcMethodNotAllowed } from "./errors.ts";
 import { callJson, type FetchLike } from "./request.ts";
 
 export type RpcDeps = { fetch: FetchLike; baseUrl: string; token: string };
-
-type RpcAnswer = {
-  id?: unknown;
-  result?: unknown;
-  error?: { code: number; message: string; data?: unknown };
-};
 
 /** JSON-RPC -32601, the gateway's answer to a method off its read allowlist. */
 const METHOD_NOT_ALLOWED = -32601;
@@ -22,11 +17,13 @@ export async function rpcCall<T = unknown>(
   params: readonly unknown[] = [],
 ): Promise<T> {
   const id = nextId++;
-  const answer = await callJson<RpcAnswer>(deps.fetch, deps.baseUrl, {
+  // An answer with neither a result nor an error is UnexpectedAnswer (callJson's shape).
+  const answer = await callJson(deps.fetch, deps.baseUrl, {
     method: "POST",
     path: "/agent/v1/rpc",
     token: deps.token,
     body: { jsonrpc: "2.0", id, method, params },
+    shape: JSON_RPC_ANSWER,
   });
   const body = answer.body;
   if (body.error) {
@@ -36,12 +33,6 @@ export async function rpcCall<T = unknown>(
       status: answer.status,
       rpcCode: body.error.code,
       data: body.error.data,
-    });
-  }
-  if (!("result" in body)) {
-    throw new ServiceUnavailable(`${method}: the answer has neither result nor error`, {
-      code: "unexpected_answer",
-      status: answer.status,
     });
   }
   return body.result as T;

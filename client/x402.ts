@@ -8,8 +8,9 @@
  */
 
 import { nonceForKey } from "../shared/x402-payment-key.ts";
+import { X402_AUTHORIZATION } from "./answer-shapes.ts";
 import { PaymentOutcomeUnknown, PaymentRefused, PolicyHeld, ServiceUnavailable } from "./errors.ts";
-import { callJson, type FetchLike, inParentheses, networkErrorCode } from "./request.ts";
+import { callJson, type FetchLike, inParentheses, isTimeout, networkErrorCode } from "./request.ts";
 
 /** A requirement object of a quote (`accepts[i]`). */
 export type PaymentRequirements = {
@@ -94,20 +95,17 @@ export async function authorizeX402(
   const nonce =
     params.nonce ??
     (params.idempotencyKey === undefined ? undefined : await nonceForKey(params.idempotencyKey));
-  const answer = await callJson<Omit<X402Authorization, "idempotency_key"> | HeldAnswer>(
-    deps.fetch,
-    deps.baseUrl,
-    {
-      method: "POST",
-      path: "/agent/v1/x402/authorize",
-      token: deps.token,
-      body: {
-        payment_required: quote,
-        ...(nonce === undefined ? {} : { nonce }),
-        ...(params.idempotencyKey === undefined ? {} : { idempotency_key: params.idempotencyKey }),
-      },
+  const answer = await callJson(deps.fetch, deps.baseUrl, {
+    method: "POST",
+    path: "/agent/v1/x402/authorize",
+    token: deps.token,
+    body: {
+      payment_required: quote,
+      ...(nonce === undefined ? {} : { nonce }),
+      ...(params.idempotencyKey === undefined ? {} : { idempotency_key: params.idempotencyKey }),
     },
-  );
+    shape: X402_AUTHORIZATION,
+  });
   const idempotencyKey =
     params.idempotencyKey ?? answer.headers.get(IDEMPOTENCY_KEY_HEADER) ?? `x402:${nonce ?? ""}`;
   if (!("payment_signature" in answer.body) || typeof answer.body.payment_signature !== "string") {
@@ -122,7 +120,7 @@ export async function authorizeX402(
       idempotencyKey,
     });
   }
-  return { ...answer.body, idempotency_key: idempotencyKey };
+  return { ...(answer.body as Omit<X402Authorization, "idempotency_key">), idempotency_key: idempotencyKey };
 }
 
 /**
@@ -237,7 +235,9 @@ export async function paidAnswerText(response: Response): Promise<string> {
   try {
     return await response.text();
   } catch (cause) {
-    const where = `the resource's answer (${response.status}) was cut off after its headers${inParentheses(networkErrorCode(cause))}`;
+    const where = isTimeout(cause)
+      ? `the resource's answer (${response.status}) did not come whole in time (${cause.message})`
+      : `the resource's answer (${response.status}) was cut off after its headers${inParentheses(networkErrorCode(cause))}`;
     const idempotencyKey = PAID_ANSWERS.get(response);
     if (idempotencyKey === undefined) {
       throw new ServiceUnavailable(`${where}: nothing was paid; the same call may run again`, {
@@ -278,19 +278,45 @@ const SETTLEMENT_PENDING = "settlement_pending";
 /** @x402/evm's reason for an authorization whose nonce another presentation used. */
 const NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used";
 
+/**
+ * The quote of a 402: its body, or the PAYMENT-REQUIRED header, which carries the same JSON in
+ * Base64. A 402 whose whole answer holds neither is the resource's own answer, and it answers every
+ * request so: PaymentRefused (`quote_unreadable`), nothing paid, never an outage to retry. One whose
+ * body was cut off on the way may hold a quote the next time: ServiceUnavailable.
+ */
 async function readQuote(response: Response): Promise<PaymentRequired> {
-  const body = (await response.json().catch(() => undefined)) as PaymentRequired | undefined;
-  // The body is used; the PAYMENT-REQUIRED header carries the same JSON, Base64-encoded.
-  const quote = Array.isArray(body?.accepts)
-    ? body
-    : decodeHeaderJson(response.headers.get(PAYMENT_REQUIRED_HEADER));
-  if (!quote || !Array.isArray((quote as PaymentRequired).accepts)) {
-    throw new ServiceUnavailable("the resource answered 402 without a quote", {
-      code: "unexpected_answer",
-      status: 402,
-    });
+  let text: string | undefined;
+  let lost: unknown;
+  try {
+    text = await response.text();
+  } catch (cause) {
+    lost = cause;
   }
-  return quote as PaymentRequired;
+  const body = text === undefined ? undefined : parseJson(text);
+  const quote = isQuote(body) ? body : decodeHeaderJson(response.headers.get(PAYMENT_REQUIRED_HEADER));
+  if (!isQuote(quote) && lost !== undefined) {
+    throw new ServiceUnavailable(
+      `the resource's 402 was cut off after its headers${inParentheses(networkErrorCode(lost))}: nothing was paid; the same call may run again`,
+      { code: "resource_answer_lost", status: 402, cause: lost },
+    );
+  }
+  if (!isQuote(quote)) {
+    throw new PaymentRefused(
+      "the resource answered 402 without a quote that can be read (neither its body nor its PAYMENT-REQUIRED header holds one with accepts): nothing was paid; asked again, it answers the same",
+      { code: "quote_unreadable", status: 402 },
+    );
+  }
+  return quote;
+}
+
+/** A quote as far as the client reads it: what it accepts, as objects (the gateway checks the rest). */
+function isQuote(value: unknown): value is PaymentRequired {
+  const accepts = (value as { accepts?: unknown } | null | undefined)?.accepts;
+  return (
+    Array.isArray(accepts) &&
+    accepts.length > 0 &&
+    accepts.every((entry) => typeof entry === "object" && entry !== null && !Array.isArray(entry))
+  );
 }
 
 /** The resource's PAYMENT-RESPONSE (docs/x402.md): the settlement, decoded. */
@@ -309,6 +335,14 @@ export function paymentSettlement(response: Response): PaymentSettlement | undef
   return typeof settlement === "object" && settlement !== null
     ? (settlement as PaymentSettlement)
     : undefined;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 function decodeHeaderJson(value: string | null): unknown {
