@@ -194,6 +194,21 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
       }
     },
   });
+  new Counter({
+    name: `${PREFIX}worker_sweeps_total`,
+    help: "Sweeps of the transaction tracker (its ticks that look for transactions to send again and actions to end), by worker and outcome",
+    labelNames: ["worker", "outcome"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const worker of workers()) {
+        const sweeps = worker.sweeps?.();
+        if (!sweeps) continue;
+        this.inc({ worker: worker.name, outcome: "ok" }, sweeps.ok);
+        this.inc({ worker: worker.name, outcome: "failed" }, sweeps.failed);
+      }
+    },
+  });
   const refusalsByHour = new HourlyCounts<RegistrationRefusalReason>(24);
 
   let actionWaitsHeld: () => number = () => 0;
