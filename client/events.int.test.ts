@@ -8,6 +8,7 @@ import { type MoneyStack, startMoneyStack } from "../testing/money-stack.ts";
 import type { TestOrigin } from "../testing/origin.ts";
 import { type RpcCutProxy, startRpcCutProxy } from "../testing/rpc-cut-proxy.ts";
 import { startTcpProxy, type TcpProxy } from "../testing/tcp-proxy.ts";
+import { afterFeedReads } from "../testing/worker-ticks.ts";
 import {
   AgentAuthFailed,
   type AgentEvent,
@@ -187,7 +188,8 @@ describe("the client's events() and waitForAction() through the edge (real stack
       await send(3);
       link.restore();
       await stream.waitForCount(18, 40_000);
-      await sleep(1_500);
+      // A repeat would come with the origin's next reads of its feed.
+      await afterFeedReads([origin]);
       // Mutation: reconnecting without Last-Event-ID (from now) loses the events written while the
       // link was down, and fails this; one that forgets what it yielded repeats none here either,
       // as the service resumes after the id it is sent.
@@ -231,7 +233,7 @@ describe("the client's events() and waitForAction() through the edge (real stack
     // Mutation: a client without the idle timeout waits on the silent connection for ever and
     // fails this.
     await stream.waitForCount(6, 20_000);
-    await sleep(500);
+    await afterFeedReads([origin]);
     expect(stream.events.map((event) => [event.data.action_id, event.type])).toEqual([
       [first, "action.requested"],
       [first, "action.signed"],

@@ -160,4 +160,43 @@ describe("admin routes are unreachable through the edge", () => {
     expect(consoleServed, answers.join("\n")).toEqual([]);
     for (const entry of served) expect([401, 404, 429], entry.route).toContain(entry.status);
   });
+
+  // The edge routes on a segment as the client spelled it; a TLS proxy before the origin that
+  // decodes `%2F` or `%5C` splits it there, so what the edge routed to the gateway or the x402
+  // routes would reach the origin as another route (an admin one here). Every route the edge
+  // forwards is tried, the separator in each case.
+  it("an encoded slash or backslash inside a path segment is the edge's 400, and reaches the origin on no entry", async () => {
+    served.length = 0;
+    const paths = [
+      "/77/agent/v1/x%2F..%2F..%2Fadmin/agents",
+      "/77/agent/v1/x%2f..%2f..%2fadmin%2fagents",
+      "/77/agent/v1/x%5C..%5C..%5Cadmin/agents/registration",
+      "/77/agent/v1/actions/x%5c..%5c..%5c..%5cadmin%5cagents",
+      "/77/agent/v1/register%2F..%2F..%2F..%2Fadmin/agents/registration/settings",
+      "/77/agent/v1/network%2F..%2F..%2F..%2Fmetrics",
+      "/77/x402/demo%2F..%2F..%2Fadmin/agents",
+      "/77/x402/facilitator/settlements/tx/0x1%2F..%2F..%2F..%2F..%2Fadmin/agents",
+      "/77/x402/facilitator/verify%5C..%5C..%5C..%5Cadmin/agents/registration/settings",
+    ];
+    const answers: { request: string; status: number; body: unknown }[] = [];
+    for (const entry of [edge.url, edge.directUrl!.origin]) {
+      for (const path of paths) {
+        const method = /register|verify/.test(path) ? "POST" : "GET";
+        const response = await send(`${entry}${path}`, {
+          rawPath: path,
+          method,
+          headers,
+          ...(method === "POST" ? { body } : {}),
+        });
+        answers.push({ request: `${method} ${entry}${path}`, status: response.status, body: response.body });
+      }
+    }
+    expect(served, "the origin's request log").toEqual([]);
+    for (const answer of answers) {
+      expect(answer.status, answer.request).toBe(400);
+      expect(answer.body, answer.request).toMatchObject({
+        error: { code: "validation_failed", message: expect.stringMatching(/encoded slash or backslash/) },
+      });
+    }
+  });
 });

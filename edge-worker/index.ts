@@ -38,6 +38,20 @@ const FORWARDED_METHODS: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * A slash or backslash percent-encoded inside a path segment (`%2F`, `%5C`, either case). The edge
+ * routes on segments as the client spelled them, but a TLS proxy before the origin that decodes
+ * these (several do) splits the segment there: `{base}/agent/v1/x%2F..%2F..%2Fadmin/agents`, which
+ * the edge routed to the gateway, would reach the origin as `{base}/admin/agents` (docs/security.md).
+ * No route of the API has a slash or backslash inside a segment (the OpenAPI document's path
+ * parameters are action ids, transaction hashes, payers and nonces: uuids and hex), so such a path
+ * is refused, never forwarded.
+ */
+const ENCODED_SEPARATOR = /%(2f|5c)/i;
+
+const ENCODED_SEPARATOR_REFUSED =
+  "the path holds an encoded slash or backslash (%2F, %5C) inside a segment, which no route of this API has";
+
+/**
  * Routes, by allowlist: register, the rest of `/agent/v1/*` (lockouts.ts), `/x402/*` (quotes.ts,
  * facilitator.ts) and the webhooks' keys (`/.well-known/webhooks/keys`, GET only). Everything else
  * is a 404 made here and never forwarded, which covers `{base}/admin/*` (admin routes are not
@@ -67,6 +81,11 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   app.use("*", async (c, next) => {
     if (FORWARDED_METHODS.has(c.req.method)) return next();
     return errorResponse("not_found", "no such route", c.get("requestId"));
+  });
+
+  app.use("*", async (c, next) => {
+    if (!ENCODED_SEPARATOR.test(new URL(c.req.url).pathname)) return next();
+    return errorResponse("validation_failed", ENCODED_SEPARATOR_REFUSED, c.get("requestId"));
   });
 
   const base = new Hono<EdgeEnv>();

@@ -77,6 +77,8 @@ function familyOf(name: string, types: Map<string, string>): string | undefined 
 function parseValue(text: string): number | undefined {
   if (text === "+Inf") return Number.POSITIVE_INFINITY;
   if (text === "-Inf") return Number.NEGATIVE_INFINITY;
-  if (text === "NaN") return Number.NaN;
+  // prom-client writes `Nan` (the event loop's lag before its first sample, say); Prometheus reads
+  // NaN in any case, as Go's ParseFloat does.
+  if (text.toLowerCase() === "nan") return Number.NaN;
   return /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text) ? Number(text) : undefined;
 }

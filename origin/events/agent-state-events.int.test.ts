@@ -11,6 +11,7 @@ import { type FollowedStream, followEvents } from "../../testing/event-stream.ts
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
+import { afterFeedReads } from "../../testing/worker-ticks.ts";
 import { sellerQuote } from "../../testing/x402-quote.ts";
 import { queryRows } from "../db/client.ts";
 import { applyOutcome } from "../identity/sweep.ts";
@@ -189,7 +190,8 @@ describe("an agent's x402, identity and finding events (real stack)", { timeout:
       resumed = followEvents({ url: eventsUrl(), token: agent.token, lastEventId: stream.events[0]!.id });
       await resumed.waitForCount(1);
       expect(resumed.events.map((event) => event.type)).toEqual(["identity.enabled"]);
-      await sleep(500);
+      // The other agent's stream follows the same feed: its reads hand it none of these.
+      await afterFeedReads([stack.origin]);
       expect(otherStream.events).toEqual([]);
     } finally {
       stream.close();

@@ -39,6 +39,7 @@ export function createEventsModule(infra: Infrastructure, options: EventsModuleO
   const feed = createEventFeed({ db, connectDirect: infra.database.connectDirect, logger });
   const waiter = createActionWaiter(feed);
   infra.metrics.followActionWaits(() => waiter.held());
+  infra.metrics.followEventFeedReads(() => feed.reads());
   const open = new Set<EventStream>();
   const stream = eventsStreamHandler({
     db,

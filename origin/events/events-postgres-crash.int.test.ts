@@ -6,6 +6,7 @@ import { sleep } from "../../shared/sleep.ts";
 import { followEvents } from "../../testing/event-stream.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
 import { type OwnPostgres, startOwnPostgres } from "../../testing/own-postgres.ts";
+import { afterFeedReads } from "../../testing/worker-ticks.ts";
 import { queryRows } from "../db/client.ts";
 
 // Postgres crashing (a backend killed: the postmaster ends every session and recovers from the log
@@ -91,7 +92,8 @@ describe("the event stream across a Postgres crash that loses a commit (a test-o
 
       const expected = await loggedIds();
       await stream.waitForCount(expected.length, 30_000).catch(() => {});
-      await sleep(1_500); // anything more would come by now (the feed reads at least once a second)
+      // Anything more would come with the feed's next reads.
+      await afterFeedReads([stack.origin]);
       expect(stream.events.map((event) => event.id)).toEqual(expected);
     } finally {
       stream.close();

@@ -3,10 +3,12 @@ import { sql } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
+import { consoleSecrets } from "../../testing/console-client.ts";
 import { type FollowedStream, followEvents } from "../../testing/event-stream.ts";
 import { type MoneyStack, type StackAgent, startMoneyStack } from "../../testing/money-stack.ts";
 import { type OriginProcess, spawnOrigin } from "../../testing/origin-process.ts";
 import { type OwnPostgres, startOwnPostgres } from "../../testing/own-postgres.ts";
+import { afterFeedReads, metricsOverHttp } from "../../testing/worker-ticks.ts";
 import { queryRows } from "../db/client.ts";
 
 // Postgres stopped and started again under 100 open streams, on a cluster this file owns, with the
@@ -16,6 +18,8 @@ import { queryRows } from "../db/client.ts";
 
 const AGENTS = 25;
 const STREAMS_PER_AGENT = 4;
+/** The origin's admin token: its feed's reads are read from its /metrics. */
+const secrets = consoleSecrets();
 
 describe("the event stream across a Postgres restart (a test-owned cluster)", () => {
   let postgres: OwnPostgres;
@@ -28,7 +32,10 @@ describe("the event stream across a Postgres restart (a test-owned cluster)", ()
     stack = await startMoneyStack({ database: postgres.database, inProcessOrigin: false });
     agents = await stack.newAgents(AGENTS);
     origin = await spawnOrigin({
-      env: stack.processEnv({ AGENT_EVENTS_STREAMS_PER_TOKEN: String(STREAMS_PER_AGENT) }),
+      env: stack.processEnv({
+        ...secrets.env,
+        AGENT_EVENTS_STREAMS_PER_TOKEN: String(STREAMS_PER_AGENT),
+      }),
     });
   });
   afterAll(async () => {
@@ -83,7 +90,8 @@ describe("the event stream across a Postgres restart (a test-owned cluster)", ()
       await older.query("begin");
       await older.query("select pg_current_xact_id()");
       await insertActions(3);
-      await sleep(1_500);
+      // The feed reads the log twice, and hands on none of them.
+      await afterFeedReads([metricsOverHttp(origin.base, secrets.adminToken)]);
       expect(streams.map(({ stream }) => stream.events.length)).toEqual(streams.map(() => 1));
       await postgres.stop();
       await older.end().catch(() => {});
@@ -95,8 +103,8 @@ describe("the event stream across a Postgres restart (a test-owned cluster)", ()
       for (const agent of agents) expected.set(agent.agentId, await loggedIds(agent));
       for (const ids of expected.values()) expect(ids).toHaveLength(7);
       await Promise.all(streams.map(({ stream }) => stream.waitForCount(7, 30_000)));
-      // Anything served twice would come by now (the feed reads at least once a second).
-      await sleep(1_500);
+      // Anything served twice would come with the feed's next reads.
+      await afterFeedReads([metricsOverHttp(origin.base, secrets.adminToken)]);
       for (const { agent, stream } of streams) {
         expect(stream.events.map((event) => event.id)).toEqual(expected.get(agent.agentId));
       }

@@ -11,6 +11,7 @@ import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { parsePrometheusText } from "../../testing/prometheus.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
+import { afterFeedReads } from "../../testing/worker-ticks.ts";
 import { abandonStatement } from "../actions/abandon.ts";
 import { queryRows } from "../db/client.ts";
 import { runPrepared } from "../db/prepared.ts";
@@ -171,12 +172,13 @@ describe("the event log and the agent's stream (real stack)", () => {
       await second.query("begin");
       const late = await insertAction(agent, second);
       await second.query("commit");
-      // The higher id is committed but not servable while the lower one's transaction runs.
-      await sleep(1_500);
+      // The higher id is committed but not servable while the lower one's transaction runs: the
+      // feed reads the log, and hands on nothing.
+      await afterFeedReads([stack.origin]);
       expect(stream.events.map((event) => event.body.data.action_id)).toEqual([opener]);
       await first.query("commit");
       await stream.waitForCount(3);
-      await sleep(1_500);
+      await afterFeedReads([stack.origin]);
       expect(stream.events.map((event) => event.body.data.action_id)).toEqual([opener, early, late]);
       const ids = stream.events.map((event) => BigInt(event.id));
       expect(ids[1]! < ids[2]!).toBe(true);
@@ -227,7 +229,7 @@ describe("the event log and the agent's stream (real stack)", () => {
               : undefined;
         if (expected) {
           await stream.waitForCount(expected.length, 30_000);
-          await sleep(300);
+          await afterFeedReads([stack.origin]);
           expect(stream.events.map((event) => event.id)).toEqual(expected);
         } else {
           // From now: a run of the log's tail, in order, without a hole or a repeat. "Now" is the
@@ -238,7 +240,7 @@ describe("the event log and the agent's stream (real stack)", () => {
           await expect
             .poll(() => stream.events.at(-1)?.id, { timeout: 30_000, interval: 100 })
             .toBe(ids.at(-1));
-          await sleep(300);
+          await afterFeedReads([stack.origin]);
           const got = stream.events.map((event) => event.id);
           const start = ids.indexOf(got[0]!);
           const [{ xid } = { xid: "0" }] = await queryRows<{ xid: string }>(
@@ -345,7 +347,7 @@ describe("the event log and the agent's stream (real stack)", () => {
     const c = await insertAction(agent);
     for (const each of [resumed, byQuery]) {
       await each.waitForCount(2);
-      await sleep(300);
+      await afterFeedReads([stack.origin]);
       expect(
         each.events.map((event) => event.body.data.action_id),
         JSON.stringify(each.events.map((event) => [event.id, event.type])),
@@ -390,7 +392,7 @@ describe("the event log and the agent's stream (real stack)", () => {
         await stream.waitForOpen();
         const after = await insertAction(agent);
         await stream.waitForCount(1);
-        await sleep(1_500);
+        await afterFeedReads([stack.origin]);
         expect(stream.events.map((event) => event.body.data.action_id)).toEqual([after]);
         expect(before).not.toBe(after);
       } finally {

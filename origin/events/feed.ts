@@ -7,7 +7,7 @@
  */
 import type { Db, DirectConnection } from "../db/client.ts";
 import type { Logger } from "../logger.ts";
-import { atMostEvery, startLoop, type WakeableWorker } from "../workers/loop.ts";
+import { atMostEvery, startLoop, type WakeableWorker, type WorkerTicks } from "../workers/loop.ts";
 import { type Cursor, compareCursors, horizonCursor, laterCursor } from "./cursor.ts";
 import { type EventListener, startEventListener } from "./listener.ts";
 import { currentHorizon, type LoggedEvent, readServable, untilOnDisk } from "./store.ts";
@@ -46,6 +46,12 @@ export type EventFeed = {
   size(): number;
   /** Reads now (tests; the listener's wake). */
   wake(): void;
+  /**
+   * The reads of the log it has ended (origin_events_feed_reads_total): a test that asserts that
+   * nothing more reaches a stream waits for reads, which a fixed sleep cannot promise on a loaded
+   * machine.
+   */
+  reads(): WorkerTicks;
   /**
    * Calls `onWake` whenever the origin's listener hears that events were written (and shortly
    * after, as the feed reads again), starting the listener if nobody follows the feed yet: other
@@ -159,6 +165,7 @@ export function createEventFeed(params: EventFeedParams): EventFeed {
     },
     size: () => [...subscribers.values()].reduce((sum, set) => sum + set.size, 0),
     wake: () => loop?.wake(),
+    reads: () => loop?.ticks() ?? { ok: 0, failed: 0 },
     onEventsWritten(onWake) {
       watchers.add(onWake);
       listen();

@@ -14,7 +14,7 @@ import { REFUSAL_TIERS, type RefusalCounter } from "../http/refusals.ts";
 import { routeLabel } from "../http/route-label.ts";
 import type { BatchObserver } from "../outbox/index.ts";
 import type { SignerClient } from "../signer/types.ts";
-import type { Worker } from "../workers/loop.ts";
+import type { Worker, WorkerTicks } from "../workers/loop.ts";
 import { type HourCounts, HourlyCounts } from "./hourly-counts.ts";
 import { readStateCounts, type StateCounts } from "./state-counts.ts";
 
@@ -51,6 +51,11 @@ export type OriginMetrics = {
    * to change (origin/events/action-wait.ts); 0 until the events capability hands its count.
    */
   readonly followActionWaits: (held: () => number) => void;
+  /**
+   * Reads the reads of this origin's event feed (origin/events/feed.ts) at each scrape; 0 until the
+   * events capability hands its count.
+   */
+  readonly followEventFeedReads: (reads: () => WorkerTicks) => void;
   /** Counts one run of the webhooks' fan-out (origin/webhooks/fan-out.ts) by how it ended. */
   readonly fanOutRun: (outcome: FanOutOutcome) => void;
   /** Times each request; outermost, after the request context. */
@@ -194,6 +199,21 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
       }
     },
   });
+  new Counter({
+    name: `${PREFIX}worker_sweeps_total`,
+    help: "Sweeps of the transaction tracker (its ticks that look for transactions to send again and actions to end), by worker and outcome",
+    labelNames: ["worker", "outcome"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const worker of workers()) {
+        const sweeps = worker.sweeps?.();
+        if (!sweeps) continue;
+        this.inc({ worker: worker.name, outcome: "ok" }, sweeps.ok);
+        this.inc({ worker: worker.name, outcome: "failed" }, sweeps.failed);
+      }
+    },
+  });
   const refusalsByHour = new HourlyCounts<RegistrationRefusalReason>(24);
 
   let actionWaitsHeld: () => number = () => 0;
@@ -203,6 +223,19 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     registers: [registry],
     collect() {
       this.set(actionWaitsHeld());
+    },
+  });
+  let feedReads: () => WorkerTicks = () => ({ ok: 0, failed: 0 });
+  new Counter({
+    name: `${PREFIX}events_feed_reads_total`,
+    help: "Reads of the event log by this origin's feed, which serves its streams and action waits, by outcome (ok, or failed: logged as worker tick failed)",
+    labelNames: ["outcome"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const reads = feedReads();
+      this.inc({ outcome: "ok" }, reads.ok);
+      this.inc({ outcome: "failed" }, reads.failed);
     },
   });
   const fanOutRuns = new Counter({
@@ -230,6 +263,9 @@ export function createOriginMetrics(params: CreateOriginMetricsParams = {}): Ori
     registrationRefusalsByHour: (now) => refusalsByHour.read(now),
     followActionWaits: (held) => {
       actionWaitsHeld = held;
+    },
+    followEventFeedReads: (reads) => {
+      feedReads = reads;
     },
     fanOutRun: (outcome) => fanOutRuns.inc({ outcome }),
     policyDecided: (kind, decision) =>

@@ -16,7 +16,7 @@ import { runByKey } from "../db/by-key.ts";
 import type { Db } from "../db/client.ts";
 import { preparedStatement, runPrepared } from "../db/prepared.ts";
 import type { Logger } from "../logger.ts";
-import { startLoop, type WakeableWorker, type Worker } from "../workers/loop.ts";
+import { startLoop, type WakeableWorker, type Worker, type WorkerTicks } from "../workers/loop.ts";
 import { decidePassed, type Unmined } from "./decide.ts";
 import { type FillerDeps, replaceStuck } from "./fillers.ts";
 import type { MinedTransaction } from "./intent.ts";
@@ -64,6 +64,8 @@ export type TxTrackerOptions = {
 };
 
 export type TxTracker = Worker & {
+  /** The ticks that swept (sweepMs): looked for transactions to send again and actions to end. */
+  sweeps(): WorkerTicks;
   /** Starts the loop; before it, wake() does nothing and tick() runs one pass on demand. */
   start(): void;
   /** Look for receipts soon (a transaction was just broadcast). */
@@ -170,6 +172,7 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   const decideAfterMs = options.decideAfterMs ?? 600_000;
   const sweepMs = options.sweepMs ?? Math.min(1_000, signedGraceMs);
   let lastSweep = Number.NEGATIVE_INFINITY;
+  const sweeps: WorkerTicks = { ok: 0, failed: 0 };
   const refusedFillers = new Map<string, number>();
   /** Where the next read of submitted transactions starts (resolveSubmitted). */
   let submittedAfter = SUBMITTED_START;
@@ -195,6 +198,18 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
     const unmined = await resolveSubmitted(report);
     if (!sweep) return report;
     lastSweep = Date.now();
+    try {
+      await runSweep(report, unmined);
+    } catch (error) {
+      sweeps.failed++;
+      throw error;
+    }
+    sweeps.ok++;
+    return report;
+  };
+
+  /** What a tick does past reading receipts, once a sweep's period has passed (sweepMs). */
+  const runSweep = async (report: TickReport, unmined: Unmined[]): Promise<void> => {
     report.failed = await decidePassed(deps, unmined, decideAfterMs, (txId) => unread.delete(txId));
     await rebroadcast(report);
     if (deps.gaps) {
@@ -208,7 +223,6 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
     report.abandoned = await runTrackerSweeps(deps.hooks, deps.db, {
       abandonAfterMs: options.abandonAfterMs,
     });
-    return report;
   };
 
   // No lock is held while the chain answers: several origins may read the same receipts, and
@@ -279,6 +293,7 @@ export function createTxTracker(deps: TxTrackerDeps, options: TxTrackerOptions =
   return {
     name: "tx-tracker",
     ticks: () => loop?.ticks() ?? { ok: 0, failed: 0 },
+    sweeps: () => ({ ...sweeps }),
     start: () => {
       if (loop || stopped) return;
       // The worker loop logs a tick that failed and goes on (workers/loop.ts).

@@ -23,7 +23,7 @@ import { agentCalls, newKey } from "../../testing/money-client.ts";
 import type { StackAgent } from "../../testing/money-stack.ts";
 import { signTransferOverSocket } from "../../testing/socket-transfer.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
-import { afterWholeTicks } from "../../testing/worker-ticks.ts";
+import { afterWholeSweeps, afterWholeTicks } from "../../testing/worker-ticks.ts";
 import { queryRows } from "../db/client.ts";
 import { revokeIdentity, setIdentityEnabled } from "../identity/identity-admin.ts";
 import { changeAgentPolicy } from "./change.ts";
@@ -328,8 +328,9 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
       sql`select hold_expires_at from agent_actions where action_id = ${view.action_id}`,
     );
     expect(Date.parse(view.expires_at!)).toBe(new Date(stored!.hold_expires_at).getTime());
-    // The tracker sweeps every second: two have passed, and the hold stands.
-    await sleep(2_500);
+    // Two of the tracker's sweeps, each begun after the hold was stored, and the hold stands (its
+    // ticks do not count: only a sweep ends holds, outbox/tracker.ts).
+    await afterWholeSweeps([behindHolds], "tx-tracker", 2);
     expect((await calls.action(view.action_id)).body).toMatchObject({ status: "held" });
     expect(await outgoing(agent)).toBe(0);
   });

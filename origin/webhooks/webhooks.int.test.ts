@@ -17,6 +17,7 @@ import {
   writeEvents,
 } from "../../testing/webhook-fixture.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
+import { afterWholeTicks } from "../../testing/worker-ticks.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import type { Resolve } from "./address-guard.ts";
 import { claimDueDeliveries, recordAttempt } from "./deliveries.ts";
@@ -92,7 +93,8 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", B
     receiver.delayMs = 300;
     const ids = await writeEvents(fixture, "action.confirmed", 30, "two origins");
     await until("thirty deliveries", () => receiver.received.length >= 30);
-    await sleep(2_000);
+    // A second delivery of any of them would be claimed by a later round of either origin's queue.
+    await afterWholeTicks(fixture.origins, "webhooks_delivery", 2);
     const perEvent = new Map<string, number>();
     for (const each of receiver.received)
       perEvent.set(each.body.data.event_id, (perEvent.get(each.body.data.event_id) ?? 0) + 1);

@@ -10,6 +10,12 @@ export type Worker = {
    * webhooks' did, and their loops were missing from origin_worker_ticks_total.
    */
   ticks(): WorkerTicks;
+  /**
+   * Of a worker whose ticks do their heavier work only every so many (the transaction tracker's
+   * sweeps, every second where it ticks every 250 ms): the ticks that did it. A test that asserts
+   * that a sweep changed nothing waits for sweeps, which ticks do not count.
+   */
+  sweeps?(): WorkerTicks;
 };
 
 /** Ticks a loop has ended: `failed` threw (and was logged), `ok` did not. */

@@ -145,4 +145,27 @@ describe("origin_worker_ticks_total on an origin running every worker", () => {
       .poll(async () => Object.values(await ended()).every((ticks) => ticks >= 1), { timeout: 30_000 })
       .toBe(true);
   });
+
+  // A sweep (sending stuck transactions again, ending expired holds) runs on one tick in several:
+  // a tracker whose ticks go on but whose sweeps never come round is seen in its own series.
+  it("counts the tracker's sweeps apart from its ticks (origin_worker_sweeps_total), fewer than its ticks and growing", async () => {
+    const read = async (): Promise<{ ticks: number; sweeps: number }> => {
+      const response = await fetch(`${origin.base}/metrics`, {
+        headers: { authorization: `Bearer ${secrets.adminToken}` },
+      });
+      const metrics = parsePrometheusText(await response.text());
+      const labels = { worker: "tx-tracker", outcome: "ok" };
+      return {
+        ticks: metrics.value("origin_worker_ticks_total", labels) ?? 0,
+        sweeps: metrics.value("origin_worker_sweeps_total", labels) ?? Number.NaN,
+      };
+    };
+    const first = await read();
+    expect(first.sweeps).not.toBeNaN();
+    await expect
+      .poll(async () => (await read()).sweeps, { timeout: 30_000 })
+      .toBeGreaterThanOrEqual(first.sweeps + 2);
+    const later = await read();
+    expect(later.sweeps).toBeLessThan(later.ticks);
+  });
 });
