@@ -147,7 +147,7 @@ async function enrollPasskey(argv: string[], env: Record<string, string | undefi
       },
     });
     if (!enrolled.ok) {
-      if (enrolled.error.code === "not_found") return refused(enrolled.error.message);
+      if (enrolled.error.code !== "signer") return refused(enrolled.error.message);
       const { failure } = enrolled.error;
       const message = `${failure.code} (${failure.reason})`;
       return enclaveUnreachable(failure)
