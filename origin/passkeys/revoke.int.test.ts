@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { enrollPendingPasskey } from "../../ops/lib/passkey-enroll.ts";
 import { minterFor } from "../../ops/lib/policy-operator.ts";
@@ -6,6 +9,7 @@ import { HEADER_CONSOLE_SESSION } from "../../shared/constants.ts";
 import type { ApprovalOptions, PasskeyView, SessionStarted } from "../../shared/passkey-schemas.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
+import { runTool } from "../../testing/run-tool.ts";
 import { recordSecret } from "../../testing/secret-sink.ts";
 import { SoftwarePasskey } from "../../testing/software-passkey.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
@@ -245,5 +249,45 @@ describe("revoking a passkey (real stack: origin, enclave, Postgres)", () => {
     expect(readOnly.status).toBe(401);
     const listed = (await tokens().get("/passkeys")).body as { passkeys: PasskeyView[] };
     expect(listed.passkeys.find((each) => each.key_id === keyIdOf(bob))).toMatchObject({ revoked_at: null });
+  });
+
+  it("the operator command revokes a passkey with the node's admin key (exit 0, audited from the cli, refused by the enclave from then on); run again it says so and changes nothing; an unknown key id is exit 1", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "revoke-passkey-"));
+    try {
+      const adminKeyFile = join(dir, "admin-authority.key");
+      await writeFile(adminKeyFile, `${Buffer.from(stack.enclave.adminSecret).toString("hex")}\n`, {
+        mode: 0o600,
+      });
+      const revoke = (keyId: string) =>
+        runTool("ops/enclave-policy.ts", ["revoke-passkey", keyId, "--reason", "phone lost"], {
+          env: stack.processEnv({ AGENT_ADMIN_AUTHORITY_KEY_FILE: adminKeyFile, LOG_LEVEL: "silent" }),
+        });
+      const first = await revoke(keyIdOf(bob));
+      expect(first.code, first.stderr).toBe(0);
+      expect(first.stdout).toBe(
+        `passkey ${keyIdOf(bob)} of Bob Osei revoked: it approves nothing, signs no one in, its sessions end, and it is never enrolled again\n`,
+      );
+      const options = await unfreezeOptions(bob);
+      expect(options.body).toMatchObject({ error: { detail: "passkey_revoked" } });
+      const audit = auditSchema.parse((await tokens().get("/audit")).body);
+      expect(audit.changes).toContainEqual(
+        expect.objectContaining({
+          kind: "passkey_revocation",
+          subject: keyIdOf(bob),
+          reason: "phone lost",
+          source: "cli",
+          operator: null,
+        }),
+      );
+      expect((await asSession(bobSession.token).get("/session")).status).toBe(401);
+      const again = await revoke(keyIdOf(bob));
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stdout).toContain("was revoked already");
+      const unknown = await revoke("pk-0000000000000000");
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain("no registered passkey pk-0000000000000000");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
