@@ -13,6 +13,7 @@ import { runTool } from "../../testing/run-tool.ts";
 import { recordSecret } from "../../testing/secret-sink.ts";
 import { SoftwarePasskey } from "../../testing/software-passkey.ts";
 import { useMoneyStack, useStackOrigin } from "../../testing/stack.ts";
+import { markEnrolled } from "./store.ts";
 
 // Revoking a lost or stolen passkey (docs/operations.md#revoking-a-passkey), on the real stack: the
 // origin over HTTP, the enclave process, Postgres. Two operators each register a passkey in the
@@ -249,6 +250,27 @@ describe("revoking a passkey (real stack: origin, enclave, Postgres)", () => {
     expect(readOnly.status).toBe(401);
     const listed = (await tokens().get("/passkeys")).body as { passkeys: PasskeyView[] };
     expect(listed.passkeys.find((each) => each.key_id === keyIdOf(bob))).toMatchObject({ revoked_at: null });
+  });
+
+  it("a passkey the database has enrolled but the enclave does not hold (an enclave restored from an older backup) is still revoked: its sign-ins and sessions end", async () => {
+    const carol = new SoftwarePasskey(RP_ID, ORIGIN);
+    const options = await tokens().post("/passkeys/registration/options", { operator: "Carol Diaz" });
+    const creation = (options.body as { options: { challenge: string } }).options;
+    const done = await tokens().post("/passkeys/registration", {
+      operator: "Carol Diaz",
+      response: carol.registrationResponse(creation.challenge),
+    });
+    const keyId = (done.body as PasskeyView).key_id;
+    // Enrolled as the database remembers it; the enclave never sealed it.
+    await markEnrolled(stack.db.handle.db, carol.credentialId);
+    const session = await signedIn(carol);
+    const revoked = await tokens().post(`/passkeys/${keyId}/revoke`, { reason: "device lost" });
+    expect({ status: revoked.status, body: revoked.body }).toMatchObject({
+      status: 200,
+      body: { key_id: keyId, enrolled: true, revoked_reason: "device lost" },
+    });
+    expect((await asSession(session.token).get("/session")).status).toBe(401);
+    expect((await signIn(carol)).status).toBe(401);
   });
 
   it("the operator command revokes a passkey with the node's admin key (exit 0, audited from the cli, refused by the enclave from then on); run again it says so and changes nothing; an unknown key id is exit 1", async () => {

@@ -43,7 +43,16 @@ export async function revokePasskey(
       { keyId: passkey.keyId, credentialId: passkey.credentialId },
       authorize,
     );
-    if (!revoked.ok) return err({ code: "signer", failure: revoked.error });
+    if (!revoked.ok) {
+      if (revoked.error.class === "retryable") return err({ code: "signer", failure: revoked.error });
+      // Refused: the enclave holds no such passkey, neither enrolled nor revoked (restored from a
+      // backup older than its enrollment). It approves nothing there, and the row must still stop
+      // its sign-ins; a passkey the enclave does list stays unrevoked, and the refusal is answered.
+      const policy = await signer.getPolicy();
+      if (!policy.ok) return err({ code: "signer", failure: policy.error });
+      if (policy.value.operatorPasskeys.some((each) => each.keyId === passkey.keyId))
+        return err({ code: "signer", failure: revoked.error });
+    }
   }
   return ok(await markRevoked(deps.db, passkey.keyId, params.revocation));
 }
