@@ -273,6 +273,40 @@ describe("revoking a passkey (real stack: origin, enclave, Postgres)", () => {
     expect((await signIn(carol)).status).toBe(401);
   });
 
+  it("a passkey revoked while pending and enrolled in the enclave meanwhile (an enroll that read the row just before) is revoked there by sending the revoke again", async () => {
+    const dave = new SoftwarePasskey(RP_ID, ORIGIN);
+    const options = await tokens().post("/passkeys/registration/options", { operator: "Dave Kim" });
+    const creation = (options.body as { options: { challenge: string } }).options;
+    const done = await tokens().post("/passkeys/registration", {
+      operator: "Dave Kim",
+      response: dave.registrationResponse(creation.challenge),
+    });
+    const keyId = (done.body as PasskeyView).key_id;
+    const first = await tokens().post(`/passkeys/${keyId}/revoke`, { reason: "never used" });
+    expect(first.body).toMatchObject({ enrolled: false, revoked_reason: "never used" });
+    // The policy authority's enroll, begun before the revoke, seals it now.
+    const identity = await stack.signer.getSealedIdentity();
+    if (!identity.ok) throw new Error("get_sealed_identity");
+    const enrolled = await stack.signer.enrollOperatorPasskey(
+      {
+        keyId,
+        operator: "Dave Kim",
+        credentialId: dave.credentialId,
+        publicKey: dave.publicKey,
+        rpId: RP_ID,
+        origin: ORIGIN,
+      },
+      minterFor(stack.signer, identity.value, stack.enclave.policySecret, "test"),
+    );
+    expect(enrolled.ok).toBe(true);
+    const again = await tokens().post(`/passkeys/${keyId}/revoke`, { reason: "again" });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    const sealed = await stack.signer.getPolicy();
+    if (!sealed.ok) throw new Error("get_policy");
+    expect(sealed.value.operatorPasskeys.map((each) => each.keyId)).not.toContain(keyId);
+  });
+
   it("the operator command revokes a passkey with the node's admin key (exit 0, audited from the cli, refused by the enclave from then on); run again it says so and changes nothing; an unknown key id is exit 1", async () => {
     const dir = await mkdtemp(join(tmpdir(), "revoke-passkey-"));
     try {

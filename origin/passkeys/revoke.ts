@@ -33,7 +33,19 @@ export async function revokePasskey(
   const passkey = await findPasskey(deps.db, params.keyId);
   if (passkey?.keyId !== params.keyId)
     return err({ code: "not_found", message: `no registered passkey ${params.keyId}` });
-  if (passkey.revokedAt !== null) return ok(passkey);
+  if (passkey.revokedAt !== null) {
+    // Revoked while pending, it may have been enrolled since, by an enroll that read the row just
+    // before: a repeat then revokes it in the enclave too, and keeps the first revocation's record.
+    if (!deps.enclave) return ok(passkey);
+    const listed = await enclaveLists(deps.enclave.signer, passkey.keyId);
+    if (!listed.ok) return listed;
+    if (!listed.value) return ok(passkey);
+    const revoked = await deps.enclave.signer.revokeOperatorPasskey(
+      { keyId: passkey.keyId, credentialId: passkey.credentialId },
+      deps.enclave.authorize,
+    );
+    return revoked.ok ? ok(passkey) : err({ code: "signer", failure: revoked.error });
+  }
   const sealed = await sealedInEnclave(deps, passkey);
   if (!sealed.ok) return sealed;
   if (sealed.value) {
@@ -48,10 +60,9 @@ export async function revokePasskey(
       // Refused: the enclave holds no such passkey, neither enrolled nor revoked (restored from a
       // backup older than its enrollment). It approves nothing there, and the row must still stop
       // its sign-ins; a passkey the enclave does list stays unrevoked, and the refusal is answered.
-      const policy = await signer.getPolicy();
-      if (!policy.ok) return err({ code: "signer", failure: policy.error });
-      if (policy.value.operatorPasskeys.some((each) => each.keyId === passkey.keyId))
-        return err({ code: "signer", failure: revoked.error });
+      const listed = await enclaveLists(signer, passkey.keyId);
+      if (!listed.ok) return listed;
+      if (listed.value) return err({ code: "signer", failure: revoked.error });
     }
   }
   return ok(await markRevoked(deps.db, passkey.keyId, params.revocation));
@@ -74,7 +85,15 @@ async function sealedInEnclave(
     });
   }
   if (passkey.enrolledAt !== null) return ok(true);
-  const policy = await deps.enclave.signer.getPolicy();
+  return enclaveLists(deps.enclave.signer, passkey.keyId);
+}
+
+/** Whether the enclave lists the passkey among its enrolled ones (get_policy). */
+async function enclaveLists(
+  signer: Pick<SignerClient, "getPolicy">,
+  keyId: string,
+): Promise<Result<boolean, RevokePasskeyError>> {
+  const policy = await signer.getPolicy();
   if (!policy.ok) return err({ code: "signer", failure: policy.error });
-  return ok(policy.value.operatorPasskeys.some((each) => each.keyId === passkey.keyId));
+  return ok(policy.value.operatorPasskeys.some((each) => each.keyId === keyId));
 }
