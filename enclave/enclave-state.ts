@@ -45,6 +45,11 @@ export type EnclaveState = {
   operatorKeys: Map<string, OperatorKeyRecord>;
   /** Enrolled passkeys by key id (enroll_operator_passkey); key ids are shared with operatorKeys. */
   operatorPasskeys: Map<string, OperatorPasskeyRecord>;
+  /**
+   * Revoked passkeys by key id (revoke_operator_passkey), moved out of operatorPasskeys: neither
+   * the id nor the credential approves or is enrolled again.
+   */
+  revokedPasskeys: Map<string, RevokedPasskeyRecord>;
   /** Approved held actions not yet signed: subject (heldActionSubject) → when it lapses, in ms. */
   heldApprovals: Map<string, number>;
 };
@@ -73,6 +78,13 @@ export type OperatorPasskeyRecord = {
   signCount: number;
 };
 
+export type RevokedPasskeyRecord = {
+  operator: string;
+  credentialId: string;
+  /** When it was revoked, in ms of the enclave's clock. */
+  revokedAtMs: number;
+};
+
 export function emptyState(): EnclaveState {
   return {
     counters: new Map(),
@@ -89,6 +101,7 @@ export function emptyState(): EnclaveState {
     nodeFrozen: false,
     operatorKeys: new Map(),
     operatorPasskeys: new Map(),
+    revokedPasskeys: new Map(),
     heldApprovals: new Map(),
   };
 }

@@ -37,7 +37,12 @@ export function checkPasskeyApproval(
 ): { ok: true; value: AcceptedPasskey } | { ok: false; error: EnclaveFailure } {
   const { approval } = input;
   const passkey = state.operatorPasskeys.get(approval.key_id);
-  if (!passkey) return rejected("no passkey is enrolled under this key id", "passkey_unknown");
+  if (!passkey) {
+    // Named apart from an unknown id, so the console can say the device was revoked.
+    if (state.revokedPasskeys.has(approval.key_id))
+      return rejected("this passkey was revoked: it approves nothing", "passkey_revoked");
+    return rejected("no passkey is enrolled under this key id", "passkey_unknown");
+  }
   const authData = fromHex(approval.webauthn.authenticator_data);
   const clientDataBytes = fromHex(approval.webauthn.client_data_json);
   const clientData = parseClientData(clientDataBytes);

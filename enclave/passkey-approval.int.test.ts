@@ -79,7 +79,10 @@ describe("passkey approvals in the enclave (real process)", () => {
     const passkey = change.passkey ?? alice;
     return operatorApprovalToWire(passkey.approval(keyId, used, expiresAt, challenge, change.assertion));
   };
-  const admin = async (op: "approve_held" | "set_node_frozen" | "set_agent_policy", params: object) => {
+  const admin = async (
+    op: "approve_held" | "set_node_frozen" | "set_agent_policy" | "revoke_operator_passkey",
+    params: object,
+  ) => {
     const record = params as Record<string, unknown>;
     return client.request(op, record, await mintFor(client, fixture, op, record));
   };
@@ -307,5 +310,86 @@ describe("passkey approvals in the enclave (real process)", () => {
     });
     expectOk((await approveHeld(key, newAction(), undefined, countingChange(7))).response);
     expect(expectOk(await client.request("get_policy", {})).operator_passkeys).toHaveLength(2);
+  });
+
+  it("a revoked passkey approves nothing: under the admin capability alone it is revoked, its next assertion is passkey_revoked, and a second revoke answers as the first", async () => {
+    const lost = new SoftwarePasskey(RP_ID, ORIGIN);
+    await privileged(client, fixture, "enroll_operator_passkey", enrollParams(lost, "lost-passkey"));
+    const change = { passkey: lost, keyId: "lost-passkey" };
+    expectOk((await approveHeld(keys[0]!, newAction(), undefined, change)).response);
+    const revoke = { key_id: "lost-passkey", credential_id: lost.credentialId };
+    // The policy authority's key is not needed: revoking only tightens.
+    const revoked = expectOk(await admin("revoke_operator_passkey", revoke));
+    expect(revoked).toMatchObject({ ...revoke, operator: "Alice Martin" });
+    expect(outcome((await approveHeld(keys[0]!, newAction(), undefined, change)).response)).toEqual({
+      code: "capability_rejected",
+      detail: "passkey_revoked",
+    });
+    expect(expectOk(await admin("revoke_operator_passkey", revoke))).toEqual(revoked);
+    // Another credential under that id is not this passkey: nothing is revoked by mistake.
+    expect(
+      outcome(await admin("revoke_operator_passkey", { ...revoke, credential_id: alice.credentialId })),
+    ).toMatchObject({ code: "malformed" });
+    expect(
+      outcome(await admin("revoke_operator_passkey", { key_id: KEY_ID, credential_id: lost.credentialId })),
+    ).toMatchObject({ code: "malformed" });
+    const listed = expectOk(await client.request("get_policy", {})).operator_passkeys as { key_id: string }[];
+    expect(listed.map((passkey) => passkey.key_id)).not.toContain("lost-passkey");
+    expectOk((await approveHeld(keys[0]!, newAction())).response);
+  });
+
+  it("a revoked passkey is never enrolled again, by its key id or its credential, even under the policy authority's signature", async () => {
+    const stolen = new SoftwarePasskey(RP_ID, ORIGIN);
+    await privileged(client, fixture, "enroll_operator_passkey", enrollParams(stolen, "stolen-passkey"));
+    expectOk(
+      await admin("revoke_operator_passkey", {
+        key_id: "stolen-passkey",
+        credential_id: stolen.credentialId,
+      }),
+    );
+    const again = async (params: object, op = "enroll_operator_passkey" as const) => {
+      const record = params as Record<string, unknown>;
+      return outcome(await client.request(op, record, await mintFor(client, fixture, op, record)));
+    };
+    expect(await again(enrollParams(stolen, "stolen-passkey"))).toMatchObject({ code: "malformed" });
+    expect(await again(enrollParams(stolen, "stolen-passkey-2"))).toMatchObject({ code: "malformed" });
+    const keyParams = { key_id: "stolen-passkey", public_key: stolen.publicKey };
+    const keyCap = await mintFor(client, fixture, "enroll_operator_key", keyParams);
+    expect(outcome(await client.request("enroll_operator_key", keyParams, keyCap))).toMatchObject({
+      code: "malformed",
+    });
+    const change = { passkey: stolen, keyId: "stolen-passkey" };
+    expect(outcome((await approveHeld(keys[0]!, newAction(), undefined, change)).response)).toEqual({
+      code: "capability_rejected",
+      detail: "passkey_revoked",
+    });
+  });
+
+  it("a revoke is sealed: across a kill and a start the passkey stays revoked and approves nothing", async () => {
+    const lost = new SoftwarePasskey(RP_ID, ORIGIN);
+    await privileged(client, fixture, "enroll_operator_passkey", enrollParams(lost, "lost-before-restart"));
+    const revoked = expectOk(
+      await admin("revoke_operator_passkey", {
+        key_id: "lost-before-restart",
+        credential_id: lost.credentialId,
+      }),
+    );
+    client.close();
+    await fixture.kill();
+    await fixture.start();
+    ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
+    const change = { passkey: lost, keyId: "lost-before-restart" };
+    expect(outcome((await approveHeld(keys[0]!, newAction(), undefined, change)).response)).toEqual({
+      code: "capability_rejected",
+      detail: "passkey_revoked",
+    });
+    expect(
+      expectOk(
+        await admin("revoke_operator_passkey", {
+          key_id: "lost-before-restart",
+          credential_id: lost.credentialId,
+        }),
+      ),
+    ).toEqual(revoked);
   });
 });

@@ -7,7 +7,8 @@ import { dataDirLayout } from "./data-dir.ts";
 import { generateSealingKey, SealError } from "./sealing.ts";
 import { StateSlots } from "./state-slots.ts";
 import { type StatePaths, StateStore } from "./state-store.ts";
-import { V2_POLICY_DEFAULTS, V3_POLICY_DEFAULTS } from "./state-versions.ts";
+import { persistedSchema, V2_POLICY_DEFAULTS, V3_POLICY_DEFAULTS } from "./state-versions.ts";
+import { toPersisted } from "./state-wire.ts";
 import { TrackedMap } from "./tracked-map.ts";
 
 describe("StateStore (sealed, group commit)", () => {
@@ -295,6 +296,35 @@ describe("StateStore (sealed, group commit)", () => {
     const newest = await StateSlots.open(path, key);
     expect((decodeCbor(newest.plaintext!) as { v: number }).v).toBe(7);
     await newest.slots.close();
+  });
+
+  it("a revoked passkey is sealed apart from the enrolled ones: read as an earlier release reads the state, it is not enrolled", async () => {
+    const store = await open(path, key);
+    const passkey = {
+      operator: "Alice Martin",
+      credentialId: "Y3JlZGVudGlhbC1pZC0x",
+      publicKey: `0x04${"22".repeat(64)}`,
+      rpId: "localhost",
+      origin: "http://localhost:8080",
+      label: null,
+      lastCounter: 9,
+      signCount: 3,
+    };
+    await store.commit((state) => state.operatorPasskeys.set("alice-passkey", passkey));
+    const revoked = { operator: "Alice Martin", credentialId: passkey.credentialId, revokedAtMs: 1234 };
+    await store.commit((state) => {
+      state.operatorPasskeys.delete("alice-passkey");
+      state.revokedPasskeys.set("alice-passkey", revoked);
+    });
+    await store.close();
+    const reopened = await open(path, key);
+    expect(reopened.state.revokedPasskeys.get("alice-passkey")).toEqual(revoked);
+    expect(reopened.state.operatorPasskeys.has("alice-passkey")).toBe(false);
+    // An earlier release's schema, without the field, drops it: the passkey is then unknown there.
+    const earlier = persistedSchema.omit({ revoked_operator_passkeys: true });
+    const read = earlier.parse(decodeCbor(encodeCbor(toPersisted(reopened.state))));
+    expect(read.operator_passkeys).toEqual({});
+    expect(read).not.toHaveProperty("revoked_operator_passkeys");
   });
 
   it("applies a change to memory at once, before it is durable", async () => {

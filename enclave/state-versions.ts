@@ -166,7 +166,23 @@ type PersistedV6 = z.infer<typeof persistedV6Schema>;
 // v7: what v6 held, now a full copy that the state journal's records (state-journal.ts) may follow.
 // Only the version differs, so that an enclave from before the journal refuses the state instead of
 // reading the full copy alone and losing every change written after it.
-export const persistedSchema = persistedV6Schema.extend({ v: z.literal(7) });
+// The revoked passkeys (docs/enclave.md#passkeys) are a field of their own, optional, and not a mark
+// in operator_passkeys: an enclave of an earlier release drops a field it does not know, so it then
+// knows a revoked passkey not at all (passkey_unknown) rather than as enrolled. Failing closed needs
+// no new version, which would also cost the journal's records after a v7 full copy.
+export const persistedSchema = persistedV6Schema.extend({
+  v: z.literal(7),
+  revoked_operator_passkeys: z
+    .record(
+      z.string().regex(OPERATOR_KEY_ID_PATTERN),
+      z.object({
+        operator: operatorNameSchema,
+        credential_id: z.string().regex(CREDENTIAL_ID_PATTERN),
+        revoked_at_ms: countSchema,
+      }),
+    )
+    .optional(),
+});
 export type Persisted = z.infer<typeof persistedSchema>;
 
 /**

@@ -132,6 +132,16 @@ export function restToWire(state: EnclaveState): Persisted {
         },
       ]),
     ),
+    revoked_operator_passkeys: Object.fromEntries(
+      [...state.revokedPasskeys].map(([keyId, revoked]) => [
+        keyId,
+        {
+          operator: revoked.operator,
+          credential_id: revoked.credentialId,
+          revoked_at_ms: revoked.revokedAtMs,
+        },
+      ]),
+    ),
     held_approvals: Object.fromEntries(state.heldApprovals),
   };
 }
@@ -277,6 +287,16 @@ export function fromPersisted(data: Persisted): EnclaveState {
           label: passkey.label,
           lastCounter: passkey.counter,
           signCount: passkey.sign_count,
+        },
+      ]),
+    ),
+    revokedPasskeys: new Map(
+      Object.entries(data.revoked_operator_passkeys ?? {}).map(([keyId, revoked]) => [
+        keyId,
+        {
+          operator: revoked.operator,
+          credentialId: revoked.credential_id,
+          revokedAtMs: revoked.revoked_at_ms,
         },
       ]),
     ),

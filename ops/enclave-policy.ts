@@ -1,6 +1,8 @@
 /**
  * `npm run enclave-policy -- show|apply|treasury|settler|payee`: the operator's tool for the enclave's
- * sealed signing policy, faucet treasury and its payout terms, x402 settler key and x402 payee key.
+ * sealed signing policy, faucet treasury and its payout terms, x402 settler key and x402 payee key,
+ * and for operators' passkeys (`enroll-passkey` with the policy key, `revoke-passkey` with the node's
+ * admin key: revoking only tightens).
  * `apply`, `treasury`, `settler` and `payee` mint a policy-tier
  * capability from the policy authority key, which is kept offline with the operator and never on
  * the origin host (docs/enclave.md, "Keys and where production keeps them"); `show` needs no key. Env id and
@@ -10,9 +12,12 @@
  */
 import { openDatabase } from "../origin/db/open.ts";
 import { passkeyFingerprint } from "../origin/passkeys/credential-key.ts";
+import { revokePasskey } from "../origin/passkeys/revoke.ts";
+import { findPasskey } from "../origin/passkeys/store.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
-import type { GetPolicyResult, SignerClient } from "../origin/signer/types.ts";
+import type { GetPolicyResult, SignerClient, SignerFailure } from "../origin/signer/types.ts";
+import { readAdminKey } from "./lib/admin-key.ts";
 import {
   type CliContext,
   type CliOutcome,
@@ -26,6 +31,7 @@ import {
 import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { describePasskey, enrollPendingPasskey, parseEnrollPasskeyArgs } from "./lib/passkey-enroll.ts";
+import { parseRevokePasskeyArgs } from "./lib/passkey-revoke.ts";
 import {
   applyPayee,
   applyPolicy,
@@ -40,9 +46,11 @@ import {
   parsePolicyArgs,
 } from "./lib/policy-cli-args.ts";
 import { changeJson, formatChange, formatShow, showJson } from "./lib/policy-format.ts";
+import { minterFor } from "./lib/policy-operator.ts";
 
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   if (argv[0] === "enroll-passkey") return enrollPasskey(argv, env);
+  if (argv[0] === "revoke-passkey") return revokePasskeyCommand(argv, env);
   const command = parsePolicyArgs(argv, env);
   const client = createSocketSignerClient({ socketPath: command.socketPath });
   try {
@@ -147,7 +155,7 @@ async function enrollPasskey(argv: string[], env: Record<string, string | undefi
       },
     });
     if (!enrolled.ok) {
-      if (enrolled.error.code === "not_found") return refused(enrolled.error.message);
+      if (enrolled.error.code !== "signer") return refused(enrolled.error.message);
       const { failure } = enrolled.error;
       const message = `${failure.code} (${failure.reason})`;
       return enclaveUnreachable(failure)
@@ -165,6 +173,59 @@ async function enrollPasskey(argv: string[], env: Record<string, string | undefi
     await database.close();
     await client.close();
   }
+}
+
+/** revoke-passkey: a lost or stolen passkey revoked with the node's admin key, as the console does. */
+async function revokePasskeyCommand(
+  argv: string[],
+  env: Record<string, string | undefined>,
+): Promise<CliOutcome> {
+  const command = parseRevokePasskeyArgs(argv);
+  const config = nodeConfig(env);
+  const adminSecret = await readAdminKey(config);
+  const client = createSocketSignerClient({
+    socketPath: enclaveSocketPath(command.socket, config.signer.endpoint),
+  });
+  const database = await openDatabase(config, 1);
+  try {
+    const identity = await client.getSealedIdentity();
+    if (!identity.ok) return signerRefusal(identity.error);
+    const before = await findPasskey(database.db, command.keyId);
+    const revoked = await revokePasskey(
+      {
+        db: database.db,
+        enclave: {
+          signer: client,
+          authorize: minterFor(client, identity.value, adminSecret, "revoke-passkey"),
+        },
+      },
+      { keyId: command.keyId, revocation: { reason: command.reason, source: "cli", by: null } },
+    );
+    if (!revoked.ok) {
+      if (revoked.error.code !== "signer") return refused(revoked.error.message);
+      return signerRefusal(revoked.error.failure);
+    }
+    const passkey = revoked.value;
+    const already = before?.revokedAt != null;
+    write(
+      command.json
+        ? `${JSON.stringify({ key_id: passkey.keyId, operator: passkey.operator, credential_id: passkey.credentialId, revoked_at: passkey.revokedAt?.toISOString() ?? null, revoked_reason: passkey.revokedReason })}\n`
+        : already
+          ? `passkey ${passkey.keyId} of ${passkey.operator} was revoked already, at ${passkey.revokedAt?.toISOString()} (${passkey.revokedReason}): nothing changed\n`
+          : `passkey ${passkey.keyId} of ${passkey.operator} revoked: it approves nothing, signs no one in, its sessions end, and it is never enrolled again\n`,
+    );
+    return DONE;
+  } finally {
+    await database.close();
+    await client.close();
+  }
+}
+
+function signerRefusal(failure: SignerFailure): CliOutcome {
+  const message = `${failure.code} (${failure.reason})`;
+  return enclaveUnreachable(failure)
+    ? errored(`no answer from the enclave: ${message}`)
+    : refused(`refused by the enclave: ${message}`);
 }
 
 function write(text: string): void {

@@ -11,7 +11,6 @@
  */
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import type { Config } from "../origin/config.ts";
 import type { Db } from "../origin/db/client.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import {
@@ -38,6 +37,7 @@ import {
 import { MAX_HELD_APPROVAL_SECONDS } from "../shared/enclave-ops.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { agentPolicySubject, heldApprovalSubject, nodeFreezeSubject } from "../shared/operator-approval.ts";
+import { readAdminKey } from "./lib/admin-key.ts";
 import {
   type CliContext,
   type CliOutcome,
@@ -64,9 +64,6 @@ import {
 import { enrollOperator, minterFor, type OperatorSigner, operatorSigner } from "./lib/policy-operator.ts";
 import { formatPolicyShow, policyShowJson } from "./lib/policy-show.ts";
 import { POLICY_TOOL_USAGE, type PolicyToolCommand, parsePolicyToolArgs } from "./lib/policy-tool-args.ts";
-
-/** The local stack's admin key (dev/local-enclave.ts), used when the node names none. */
-const LOCAL_ADMIN_KEY_FILE = ".data/admin-authority.key";
 
 type Command<Name extends PolicyToolCommand["command"]> = Extract<PolicyToolCommand, { command: Name }>;
 
@@ -511,19 +508,6 @@ async function withClient<T>(socketPath: string, use: (client: SignerClient) => 
   } finally {
     await client.close();
   }
-}
-
-/** The admin authority key the origin holds: changes are sealed with the origin's own tier. */
-async function readAdminKey(config: Config): Promise<Uint8Array> {
-  const file =
-    config.signer.adminAuthorityKeyFile ??
-    (existsSync(LOCAL_ADMIN_KEY_FILE) ? LOCAL_ADMIN_KEY_FILE : undefined);
-  if (!file) {
-    throw new UsageError(
-      "no admin authority key: set AGENT_ADMIN_AUTHORITY_KEY_FILE as the origin has it (the local stack's is found in .data/)",
-    );
-  }
-  return readArgumentFile("AGENT_ADMIN_AUTHORITY_KEY_FILE", file, "a 32-byte hex seed", readAuthoritySecret);
 }
 
 /** The policy document of --file: JSON, the agent policy schema, or null for no policy. */

@@ -58,6 +58,7 @@ describe("the operator tools check a command line before they open the database"
       /give --wallet or --agent, not both/,
     ],
     ["ops/funding.ts", ["revoke", "--id", "x", "--reason", "r"], /--id must be an exception id/],
+    ["ops/enclave-policy.ts", ["revoke-passkey", "pk-0123456789abcdef"], /revoke-passkey needs --reason/],
     // An expiry in the past, or past what a date holds (which the database met as "Invalid time
     // value", exit 3), is the line's mistake too.
     [

@@ -23,7 +23,8 @@ export const settingsSchema = z.object({
 
 // ─── Requests ────────────────────────────────────────────────────────────────────────────────
 
-const reasonSchema = z
+/** A change's reason, as every console change takes one (the audit shows it). */
+export const reasonSchema = z
   .string({ error: "reason must be a string" })
   .max(500, "reason must be at most 500 characters")
   .refine((value) => value.trim() !== "", "reason must not be empty")
@@ -234,6 +235,7 @@ export const AUDIT_KINDS = [
   "funding_exception",
   "webhook_endpoint",
   "passkey_approval",
+  "passkey_revocation",
 ] as const;
 
 /** GET {base}/admin/agents/audit: every recorded change, newest first. */

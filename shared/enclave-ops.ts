@@ -584,6 +584,23 @@ export const enrollOperatorPasskeyResult = z.object({
 });
 
 /**
+ * revoke_operator_passkey (admin tier): an enrolled passkey approves nothing from now on, and its key
+ * id and credential are never enrolled again. The capability binds both, so it revokes that one
+ * credential; revoking a revoked passkey answers as the first revoke did.
+ */
+export const revokeOperatorPasskeyParams = z.strictObject({
+  key_id: operatorKeyIdSchema,
+  credential_id: z.string().regex(CREDENTIAL_ID_PATTERN),
+});
+export const revokeOperatorPasskeyResult = z.object({
+  key_id: operatorKeyIdSchema,
+  credential_id: z.string(),
+  operator: z.string(),
+  /** When the enclave revoked it (unix ms of its clock); the first revoke's time, on a repeat. */
+  revoked_at_ms: z.number().int().nonnegative(),
+});
+
+/**
  * set_agent_policy (admin tier): an agent-transfer key's spending policy, or null for none. What
  * loosens the key's current policy needs `operator`, an approval of agentPolicySubject(key_ref, policy).
  */
@@ -675,6 +692,7 @@ export const ENCLAVE_OP_SCHEMAS = {
   get_policy: { params: getPolicyParams, result: getPolicyResult },
   enroll_operator_key: { params: enrollOperatorKeyParams, result: enrollOperatorKeyResult },
   enroll_operator_passkey: { params: enrollOperatorPasskeyParams, result: enrollOperatorPasskeyResult },
+  revoke_operator_passkey: { params: revokeOperatorPasskeyParams, result: revokeOperatorPasskeyResult },
   set_agent_policy: { params: setAgentPolicyParams, result: setAgentPolicyResult },
   set_node_frozen: { params: setNodeFrozenParams, result: setNodeFrozenResult },
   approve_held: { params: approveHeldParams, result: approveHeldResult },

@@ -141,6 +141,8 @@ export const OPERATOR_REFUSAL_DETAILS = [
   "operator_expired",
   /** A passkey assertion names a key id that is no enrolled passkey. */
   "passkey_unknown",
+  /** A passkey assertion names a revoked passkey (revoke_operator_passkey): it approves nothing again. */
+  "passkey_revoked",
   /** clientDataJSON does not parse, or its `type` is not exactly `webauthn.get`. */
   "passkey_client_data",
   /** The assertion's challenge is not the one of this very change (moved to another action). */
@@ -211,6 +213,9 @@ export const PRIVILEGED_OP_SCOPE = {
   set_agent_policy: "admin",
   set_node_frozen: "admin",
   approve_held: "admin",
+  // Admin tier too: revoking only tightens, as freezing does, so a lost device is revoked at once,
+  // without the policy key kept offline (docs/enclave.md#passkeys).
+  revoke_operator_passkey: "admin",
   restore_backup: "recovery",
   load_recovery_key: "recovery",
 } as const;

@@ -6,6 +6,7 @@
  * through as they are. Runtime-neutral.
  */
 import * as z from "zod";
+import { reasonSchema } from "./console-schemas.ts";
 import { OPERATOR_KEY_ID_PATTERN, operatorNameSchema } from "./enclave-ops.ts";
 
 const operatorName = operatorNameSchema;
@@ -33,8 +34,18 @@ export const passkeySchema = z.object({
   fingerprint: z.string(),
   /** Pending until the policy authority's holder enrolls it (`npm run enclave-policy -- enroll-passkey`). */
   enrolled: z.boolean(),
+  /**
+   * When it was revoked (ISO 8601), or null: a revoked passkey approves nothing, signs no one in,
+   * and is never enrolled again (docs/operations.md#revoking-a-passkey).
+   */
+  revoked_at: z.string().nullable(),
+  /** Why it was revoked, as the revoking operator said; null while it is not. */
+  revoked_reason: z.string().nullable(),
 });
 export type PasskeyView = z.infer<typeof passkeySchema>;
+/** POST {base}/admin/agents/passkeys/{key_id}/revoke: why (the audit shows it). */
+export const passkeyRevokeRequestSchema = z.strictObject({ reason: reasonSchema });
+
 export const passkeysSchema = z.object({ passkeys: z.array(passkeySchema) });
 
 /** What is to be approved: a held action, an agent's policy loosened, or the node unfrozen. */

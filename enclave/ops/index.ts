@@ -17,7 +17,7 @@ import { getPolicy } from "./get-policy.ts";
 import type { OpHandler } from "./handler.ts";
 import { proveIdentity, publicIdentity } from "./identity.ts";
 import { approveHeld, enrollOperatorKey, setNodeFrozen } from "./operator.ts";
-import { enrollOperatorPasskey } from "./operator-passkey.ts";
+import { enrollOperatorPasskey, revokeOperatorPasskey } from "./operator-passkey.ts";
 import { signFiller } from "./sign-filler.ts";
 import { signX402Offer, signX402Receipt } from "./sign-offer-receipt.ts";
 import { signSettlement } from "./sign-settlement.ts";
@@ -49,6 +49,7 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   get_policy: getPolicy,
   enroll_operator_key: enrollOperatorKey,
   enroll_operator_passkey: enrollOperatorPasskey,
+  revoke_operator_passkey: revokeOperatorPasskey,
   set_agent_policy: setAgentPolicy,
   set_node_frozen: setNodeFrozen,
   approve_held: approveHeld,

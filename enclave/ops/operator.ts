@@ -30,7 +30,8 @@ const HEX32 = /^0x[0-9a-f]{64}$/;
 export const enrollOperatorKey: OpHandler<"enroll_operator_key"> = async (ctx, params) => {
   if (!p256PublicKey(params.public_key)) return refuse("malformed", "not a P-256 public key");
   const { operatorKeys, operatorPasskeys } = ctx.state.state;
-  if (operatorPasskeys.has(params.key_id)) return refuse("malformed", "this key id is enrolled as a passkey");
+  if (operatorPasskeys.has(params.key_id) || ctx.state.state.revokedPasskeys.has(params.key_id))
+    return refuse("malformed", "this key id is enrolled as a passkey");
   const existing = operatorKeys.get(params.key_id);
   if (existing) {
     // An id names one key for good: its counter record belongs to that key alone.

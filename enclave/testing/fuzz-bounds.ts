@@ -191,6 +191,8 @@ export class SignedBounds {
   private readonly enrolled = new Map<string, string>();
   /** The key id each enrolled credential is under. */
   private readonly credentials = new Map<string, string>();
+  /** Each revoked passkey's credential, by key id: neither is enrolled again. */
+  private readonly revoked = new Map<string, string>();
 
   /** `readPolicy` asks the enclave for get_policy's answer. */
   constructor(
@@ -251,6 +253,8 @@ export class SignedBounds {
         this.credentials.set(String(credential_id), String(params.key_id));
         return this.enroll(op, params, result, passkey);
       }
+      case "revoke_operator_passkey":
+        return this.revokedPasskey(params, result);
       case "configure_policy":
         return this.policyConfigured(params, result);
       case "configure_treasury":
@@ -389,12 +393,32 @@ export class SignedBounds {
       return `${op} answered another key than it was asked to enroll`;
     if (!onP256(String(params.public_key))) return `${op} enrolled a point that is not a P-256 key`;
     const id = String(params.key_id);
+    if (this.revoked.has(id)) return `${op} enrolled key id ${id} of a revoked passkey again`;
     const before = this.enrolled.get(id);
     if (before !== undefined && before !== names) return `${op} enrolled key id ${id} again as another key`;
     this.enrolled.set(id, names);
     return this.enrolled.size > MAX_OPERATOR_KEYS
       ? `${op} enrolled more keys than the enclave has room for`
       : null;
+  }
+
+  /** A passkey revoked: the one enrolled under that id with that credential (or revoked so before). */
+  private revokedPasskey(params: Params, result: Result): string | null {
+    const id = String(params.key_id);
+    const credential = String(params.credential_id);
+    if (result.key_id !== id || result.credential_id !== credential)
+      return "revoke_operator_passkey answered another passkey than it was asked to revoke";
+    const before = this.revoked.get(id);
+    if (before !== undefined)
+      return before === credential
+        ? null
+        : `revoke_operator_passkey revoked key id ${id} under another credential`;
+    if (this.credentials.get(credential) !== id)
+      return `revoke_operator_passkey revoked key id ${id}, under which that credential is not enrolled`;
+    this.revoked.set(id, credential);
+    // A revoked passkey leaves the room it took.
+    this.enrolled.delete(id);
+    return null;
   }
 
   /** The signed transaction, decoded, and what is wrong with it before the op's own rules. */

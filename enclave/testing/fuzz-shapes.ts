@@ -123,6 +123,8 @@ export class FuzzShapes {
         return this.enrollOperatorKey();
       case "enroll_operator_passkey":
         return this.enrollOperatorPasskey();
+      case "revoke_operator_passkey":
+        return this.revokeOperatorPasskey();
       case "configure_policy":
         return this.configurePolicy();
       case "configure_treasury":
@@ -699,6 +701,14 @@ export class FuzzShapes {
         fc.constantFrom("x".repeat(257), ""),
       ),
       label: FuzzShapes.label,
+    }).map(FuzzShapes.defined);
+  }
+
+  /** A passkey's id and credential: the pairs enrolled meet now and then, the others mismatch. */
+  private revokeOperatorPasskey(): fc.Arbitrary<unknown> {
+    return oneAtItsEdge({
+      key_id: FuzzShapes.keyIds(PASSKEY_IDS.prefix, PASSKEY_IDS.count, ["fuzz-operator", "fuzz-op-0"]),
+      credential_id: FuzzShapes.credentialIds,
     }).map(FuzzShapes.defined);
   }
 }

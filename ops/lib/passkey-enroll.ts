@@ -54,7 +54,7 @@ export function describePasskey(passkey: PendingPasskey): string {
 }
 
 export type EnrollPasskeyError =
-  | { code: "not_found"; message: string }
+  | { code: "not_found" | "revoked"; message: string }
   | { code: "signer"; failure: SignerFailure };
 
 /** Enrolls the registered credential `id` (its credential id or key id) with the policy key. */
@@ -68,6 +68,12 @@ export async function enrollPendingPasskey(params: {
 }): Promise<Result<PendingPasskey, EnrollPasskeyError>> {
   const passkey = await findPasskey(params.db, params.id);
   if (!passkey) return err({ code: "not_found", message: `no registered passkey ${params.id}` });
+  // The enclave refuses a passkey it revoked; one revoked while pending it never knew.
+  if (passkey.revokedAt !== null)
+    return err({
+      code: "revoked",
+      message: `passkey ${passkey.keyId} was revoked (${passkey.revokedReason}): it is never enrolled; register a new one`,
+    });
   params.announce(passkey);
   const identity = await params.client.getSealedIdentity();
   if (!identity.ok) return err({ code: "signer", failure: identity.error });

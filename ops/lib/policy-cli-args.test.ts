@@ -152,9 +152,10 @@ describe("enclave-policy arguments", () => {
       ["show", "--settler-key-ref", "cd".repeat(32)],
     ];
     for (const argv of bad) expect(() => parsePolicyArgs(argv, {}), argv.join(" ")).toThrow(PolicyUsageError);
-    // enroll-passkey is taken before this parser (ops/enclave-policy.ts), and named with the others.
+    // enroll-passkey and revoke-passkey are taken before this parser (ops/enclave-policy.ts), and
+    // named with the others.
     expect(() => parsePolicyArgs(["frobnicate"], {})).toThrow(
-      "expected one command: show, apply, treasury, settler, payee or enroll-passkey",
+      "expected one command: show, apply, treasury, settler, payee, enroll-passkey or revoke-passkey",
     );
     expect(() => parsePolicyArgs(["show"], { AGENT_SIGNER_SVC_HSM_ENDPOINT: "tcp://x" })).toThrow(
       PolicyUsageError,

@@ -224,6 +224,48 @@ describe("passkeys in the console: register, enroll, approve a held transfer (re
     });
   }
 
+  it("on a desktop: revokes a passkey in the page with a reason: listed revoked, offered for no approval or revoke, refused by the enclave, audited", async () => {
+    const db = stack.db.handle.db;
+    const operator = VIEWPORTS[0].operator;
+    const [row] = await queryRows<{ key_id: string }>(
+      db,
+      sql`select key_id from operator_passkeys where operator = ${operator} and enrolled_at is not null`,
+    );
+    const keyId = row!.key_id;
+    const page = await context.newPage();
+    await page.setViewportSize(VIEWPORTS[0]);
+    const problems = recordPageProblems(page);
+    await signIn(page, "#/passkeys");
+    await page.locator("#passkey-list table").waitFor();
+    await page.selectOption("#passkey-revoke-key", keyId);
+    await page.fill("#passkey-revoke-reason", "laptop lost on a train");
+    await page.click("#passkey-revoke");
+    await expect
+      .poll(() => page.textContent("#passkey-revoke-message"))
+      .toBe(`Revoked ${keyId} of ${operator}: it approves nothing and signs no one in from now on.`);
+    const listed = page.locator("#passkey-list tr", { hasText: keyId });
+    expect(await listed.locator("td").nth(3).textContent()).toMatch(
+      /^revoked \S+ \(laptop lost on a train\)$/,
+    );
+    const options = async (select: string) =>
+      page
+        .locator(`${select} option`)
+        .evaluateAll((each) => each.map((option) => option.getAttribute("value")));
+    expect(await options("#passkey-revoke-key")).not.toContain(keyId);
+    await open(page, "approvals");
+    expect(await options("#approval-passkey")).not.toContain(keyId);
+    const sealed = await stack.signer.getPolicy();
+    if (!sealed.ok) throw new Error("get_policy");
+    expect(sealed.value.operatorPasskeys.map((each) => each.keyId)).not.toContain(keyId);
+    const [revoked] = await queryRows<{ revoked_reason: string; revoked_source: string }>(
+      db,
+      sql`select revoked_reason, revoked_source from operator_passkeys where key_id = ${keyId}`,
+    );
+    expect(revoked).toEqual({ revoked_reason: "laptop lost on a train", revoked_source: "console" });
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   for (const viewport of VIEWPORTS) {
     it(`on a ${viewport.name}: axe-core finds no serious or critical violation on the passkeys and approvals pages`, async () => {
       // After the walks above, which enrolled a passkey: a held transfer, so that the approvals

@@ -6,6 +6,7 @@ import {
   type PasskeyView,
   passkeyRegistrationOptionsRequestSchema,
   passkeyRegistrationRequestSchema,
+  passkeyRevokeRequestSchema,
 } from "../../shared/passkey-schemas.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -14,6 +15,7 @@ import type { Infrastructure } from "../infrastructure.ts";
 import { type ApprovalRelay, createApprovalRelay, type RelayError } from "../passkeys/approval.ts";
 import { passkeyFingerprint } from "../passkeys/credential-key.ts";
 import { createPasskeyRegistration, type RegistrationRefusal } from "../passkeys/registration.ts";
+import { type RevokePasskeyError, revokePasskey } from "../passkeys/revoke.ts";
 import { listPasskeys, type PendingPasskey } from "../passkeys/store.ts";
 import { createCapabilityMinter } from "../signer/capability-minter.ts";
 
@@ -32,24 +34,28 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
   register: Handler<AppEnv>;
   approvalOptions: Handler<AppEnv>;
   approve: Handler<AppEnv>;
+  revoke: Handler<AppEnv>;
 } {
   const db = deps.database.db;
   const registration = createPasskeyRegistration(db, deps.config.console);
   const { endpoint, adminAuthorityKeyFile } = deps.config.signer;
-  const relay: ApprovalRelay | null =
+  const authorize =
     endpoint && adminAuthorityKeyFile
-      ? createApprovalRelay({
-          db,
-          signer: deps.signer,
-          authorize: createCapabilityMinter({
-            authority: { keyPath: adminAuthorityKeyFile },
-            envId: deps.config.envId,
-            client: deps.signer,
-          }),
-          rpId: deps.config.console.rpId,
-          now: () => new Date(),
+      ? createCapabilityMinter({
+          authority: { keyPath: adminAuthorityKeyFile },
+          envId: deps.config.envId,
+          client: deps.signer,
         })
       : null;
+  const relay: ApprovalRelay | null = authorize
+    ? createApprovalRelay({
+        db,
+        signer: deps.signer,
+        authorize,
+        rpId: deps.config.console.rpId,
+        now: () => new Date(),
+      })
+    : null;
   const relayOrOff = (): ApprovalRelay => {
     if (!relay)
       throw new AppError("feature_disabled", "approvals need the enclave and the admin authority key");
@@ -95,7 +101,49 @@ export function passkeyConsoleHandlers(deps: Infrastructure): {
       c.set("logFields", { outcome: "passkey_approved", key_id: body.key_id, change: body.target.change });
       return c.json(relayed.value);
     },
+    async revoke(c) {
+      const body = await parseJsonBody(c, passkeyRevokeRequestSchema);
+      const operator = c.get("operator");
+      const revoked = await revokePasskey(
+        { db, enclave: authorize ? { signer: deps.signer, authorize } : null },
+        {
+          keyId: c.req.param("key_id") ?? "",
+          revocation: {
+            reason: body.reason,
+            source: "console",
+            by: operator ? { name: operator.name, keyId: operator.keyId } : null,
+          },
+        },
+      );
+      if (!revoked.ok) throw revokeRefused(revoked.error);
+      c.set("logFields", { outcome: "passkey_revoked", key_id: revoked.value.keyId });
+      return c.json(passkeyView(revoked.value));
+    },
   };
+}
+
+function revokeRefused(error: RevokePasskeyError): AppError {
+  switch (error.code) {
+    case "not_found":
+      return new AppError("not_found", error.message);
+    case "enclave_needed":
+      return new AppError("feature_disabled", error.message);
+    case "signer": {
+      const { failure } = error;
+      if (failure.class === "retryable")
+        return new AppError(
+          "agent_signer_unavailable",
+          "the enclave did not answer; the revoke is safe to run again",
+        );
+      return new AppError(
+        "validation_failed",
+        `the enclave refused the revoke: ${failure.code} (${failure.reason})`,
+        {
+          fields: { detail: failure.detail ?? failure.code },
+        },
+      );
+    }
+  }
 }
 
 /**
@@ -138,6 +186,8 @@ function passkeyView(passkey: PendingPasskey): PasskeyView {
     origin: passkey.origin,
     fingerprint: passkeyFingerprint(passkey.publicKey),
     enrolled: passkey.enrolledAt !== null,
+    revoked_at: passkey.revokedAt?.toISOString() ?? null,
+    revoked_reason: passkey.revokedReason,
   };
 }
 
@@ -148,6 +198,11 @@ function relayError(error: RelayError): AppError {
       return new AppError("not_found", error.message);
     case "not_held":
       return new AppError("idempotency_conflict", error.message);
+    // Answered as the enclave's own refusal of it would be, by the same name.
+    case "revoked":
+      return new AppError("policy_loosening_requires_operator", error.message, {
+        fields: { detail: "passkey_revoked" },
+      });
     case "malformed":
       return new AppError("validation_failed", error.message);
     case "signer": {

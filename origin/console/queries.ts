@@ -294,6 +294,14 @@ export async function readAudit(db: Db, limit = 200): Promise<Audit> {
                 'approved by ' || operator || ' with passkey ' || key_id, 'console', operator, key_id,
                 approved_at
          from passkey_approvals order by approved_at desc limit ${limit})
+        union all
+        -- A passkey's revocation: whose passkey (the subject's operator is in the after), why, and
+        -- who revoked it (a session's operator; null under the tokens or the CLI).
+        (select 'passkey_revocation', key_id, 'revoke',
+                case when enrolled_at is null then 'pending' else 'enrolled' end,
+                'revoked (' || operator || '''s passkey)', revoked_reason, revoked_source,
+                revoked_by, revoked_by_key_id, revoked_at
+         from operator_passkeys where revoked_at is not null order by revoked_at desc limit ${limit})
         order by at desc limit ${limit}`,
   );
   return {

@@ -109,6 +109,7 @@ export function createConsoleRouter(
   route(router, "/", "consolePasskeyRegistration", auth.change, passkeys.register);
   route(router, "/", "consoleApprovalOptions", auth.change, passkeys.approvalOptions);
   route(router, "/", "consoleApproval", auth.change, passkeys.approve);
+  route(router, "/", "consolePasskeyRevoke", auth.change, passkeys.revoke);
   // GET {base}/metrics: the Prometheus text format, for a scraper holding the admin read token.
   route(router, "/", "metrics", auth.scrape, async (c) =>
     c.body(await node.metrics.render(), 200, {

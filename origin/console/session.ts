@@ -135,6 +135,8 @@ function refusal(error: SignInRefusal, counted: AppError): AppError {
         "admin_auth_failed",
         `passkey ${error.keyId} is registered but not enrolled: the policy authority enrolls it (npm run enclave-policy -- enroll-passkey ${error.keyId})`,
       );
+    // A revoked passkey's holder may be whoever took the device: told nothing more than a stranger.
+    case "revoked":
     case "unknown_passkey":
     case "does_not_verify":
     case "stale_counter":

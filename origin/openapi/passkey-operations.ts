@@ -7,6 +7,7 @@ import {
   passkeyRegistrationOptionsRequestSchema,
   passkeyRegistrationOptionsSchema,
   passkeyRegistrationRequestSchema,
+  passkeyRevokeRequestSchema,
   passkeySchema,
   passkeysSchema,
   sessionOptionsSchema,
@@ -223,6 +224,33 @@ export const PASSKEY_OPERATIONS: readonly Operation[] = [
     responses: {
       200: { description: "approved", body: { name: "ApprovalResult", schema: approvalResultSchema } },
       ...errors,
+    },
+  },
+  {
+    method: "post",
+    path: "/admin/agents/passkeys/{key_id}/revoke",
+    operationId: "consolePasskeyRevoke",
+    capability: "console",
+    summary:
+      "Revoke an operator's passkey, with a reason: the enclave refuses its approvals (passkey_revoked), it signs no one in, the sessions it signed in end, and it is never enrolled again. A passkey revoked already is answered as it is.",
+    tag: "console",
+    security: [...change],
+    requestBody: { name: "PasskeyRevokeRequest", schema: passkeyRevokeRequestSchema },
+    responses: {
+      200: { description: "the revoked passkey", body: { name: "Passkey", schema: passkeySchema } },
+      400: errorResponse(
+        "validation_failed: the reason is missing or malformed, or the enclave refused the revoke",
+      ),
+      401: errors[401],
+      404: errorResponse(
+        "not_found: no passkey registered under that key id (or feature_disabled: the console is off, or an enrolled passkey's node has no enclave or admin key)",
+      ),
+      413: PAYLOAD_TOO_LARGE,
+      429: errors[429],
+      500: errors[500],
+      503: errorResponse(
+        "agent_signer_unavailable: the enclave did not answer; nothing was marked, run it again",
+      ),
     },
   },
 ];

@@ -27,7 +27,7 @@ import { changeAgentPolicy, changeNodeFrozen, type PolicyChangeDeps } from "../p
 import type { CapabilityProvider, SignerClient, SignerFailure } from "../signer/types.ts";
 import { heldAuthorization } from "../x402/payer/authorize-repository.ts";
 import { lowSDer } from "./low-s.ts";
-import { recordPasskeyApproval } from "./store.ts";
+import { findPasskey, recordPasskeyApproval } from "./store.ts";
 
 /** How long the page has to get the assertion and send it back. */
 const APPROVAL_SECONDS = 300;
@@ -42,7 +42,7 @@ export type ApprovalRelayDeps = {
 };
 
 export type RelayError =
-  | { code: "not_found" | "not_held" | "not_enrolled" | "malformed"; message: string }
+  | { code: "not_found" | "not_held" | "not_enrolled" | "revoked" | "malformed"; message: string }
   | { code: "signer"; failure: SignerFailure };
 
 /** A change resolved against the database and the enclave: what is shown, and how it is applied. */
@@ -65,6 +65,11 @@ export function createApprovalRelay(deps: ApprovalRelayDeps) {
   const passkeyOf = async (
     keyId: string,
   ): Promise<Result<{ operator: string; credentialId: string }, RelayError>> => {
+    // The enclave refuses a revoked passkey's approval itself (passkey_revoked); said here first,
+    // before anyone is asked to touch their authenticator (docs/operations.md#revoking-a-passkey).
+    const registered = await findPasskey(deps.db, keyId);
+    if (registered?.keyId === keyId && registered.revokedAt !== null)
+      return err({ code: "revoked", message: `passkey ${keyId} was revoked: it approves nothing` });
     const sealed = await deps.signer.getPolicy();
     if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
     const passkey = sealed.value.operatorPasskeys.find((each) => each.keyId === keyId);

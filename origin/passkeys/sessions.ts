@@ -1,7 +1,8 @@
 /**
  * Console sessions (docs/operations.md#signing-in-with-a-passkey), kept in operator_sessions by the
  * SHA-256 of their token: the token is answered once and never stored, so the table alone signs
- * no one in. Looked up at every request, so a sign-out or an expiry holds from the next one.
+ * no one in. Looked up at every request, so a sign-out, an expiry or the passkey's revocation holds
+ * from the next one.
  */
 import { createHash, randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
@@ -31,12 +32,19 @@ export async function startSession(db: Db, operator: Operator): Promise<StartedS
 
 export type LiveSession = { operator: Operator; expiresAt: Date };
 
-/** The session a token names, if it is neither expired nor ended. */
+/**
+ * The session a token names, if it is neither expired nor ended, and the passkey that signed it in
+ * is not revoked: revoking a passkey ends its sessions from their next request, whoever holds them
+ * (docs/operations.md#revoking-a-passkey). Checked here rather than by ending the rows when the
+ * passkey is revoked, so a sign-in that raced the revoke ends too.
+ */
 export async function findLiveSession(db: Db, token: string): Promise<LiveSession | null> {
   const [row] = await queryRows<{ operator: string; key_id: string; expires_at: Date | string }>(
     db,
-    sql`select operator, key_id, expires_at from operator_sessions
-        where token_hash = ${tokenHash(token)} and ended_at is null and expires_at > now()`,
+    sql`select s.operator, s.key_id, s.expires_at from operator_sessions s
+        where s.token_hash = ${tokenHash(token)} and s.ended_at is null and s.expires_at > now()
+          and not exists (select 1 from operator_passkeys p
+                          where p.key_id = s.key_id and p.revoked_at is not null)`,
   );
   return row
     ? { operator: { name: row.operator, keyId: row.key_id }, expiresAt: new Date(row.expires_at) }

@@ -40,6 +40,7 @@ export type SignInRefusal =
   | { code: "unknown_passkey" }
   | { code: "does_not_verify"; message: string }
   | { code: "not_enrolled"; operator: string; keyId: string }
+  | { code: "revoked"; operator: string; keyId: string }
   | { code: "stale_counter" };
 
 export type PasskeySignIn = {
@@ -60,7 +61,8 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
       const enrolled = await queryRows<{ credential_id: string }>(
         db,
         sql`select credential_id from operator_passkeys
-            where enrolled_at is not null and rp_id = ${rp.rpId} order by created_at desc limit 64`,
+            where enrolled_at is not null and revoked_at is null and rp_id = ${rp.rpId}
+            order by created_at desc limit 64`,
       );
       const options = await generateAuthenticationOptions({
         rpID: rp.rpId,
@@ -122,13 +124,16 @@ export function createPasskeySignIn(db: Db, rp: RelyingParty, now = () => Date.n
       // Only the holder of the passkey gets this far: telling them it is pending leaks nothing.
       if (passkey.enrolledAt === null)
         return err({ code: "not_enrolled", operator: passkey.operator, keyId: passkey.keyId });
+      // docs/operations.md#revoking-a-passkey: a lost or stolen device signs no one in.
+      if (passkey.revokedAt !== null)
+        return err({ code: "revoked", operator: passkey.operator, keyId: passkey.keyId });
       // The counter moves forward in the same statement that checks it, so two sign-ins with one
       // counter (a clone, or the same assertion raced) cannot both pass.
       const next = verified.authenticationInfo.newCounter;
       const [moved] = await queryRows<{ key_id: string }>(
         db,
         sql`update operator_passkeys set sign_count = ${next}
-            where credential_id = ${passkey.credentialId} and enrolled_at is not null
+            where credential_id = ${passkey.credentialId} and enrolled_at is not null and revoked_at is null
               and (sign_count < ${next} or (${next}::bigint = 0 and sign_count = 0))
             returning key_id`,
       );

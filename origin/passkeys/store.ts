@@ -15,6 +15,9 @@ export type PendingPasskey = {
   rpId: string;
   origin: string;
   enrolledAt: Date | null;
+  /** When it was revoked (docs/operations.md#revoking-a-passkey); null while it is not. */
+  revokedAt: Date | null;
+  revokedReason: string | null;
 };
 
 type Row = {
@@ -25,6 +28,8 @@ type Row = {
   rp_id: string;
   origin: string;
   enrolled_at: Date | null;
+  revoked_at: Date | string | null;
+  revoked_reason: string | null;
 };
 
 const fromRow = (row: Row): PendingPasskey => ({
@@ -35,7 +40,14 @@ const fromRow = (row: Row): PendingPasskey => ({
   rpId: row.rp_id,
   origin: row.origin,
   enrolledAt: row.enrolled_at,
+  // Raw statements answer timestamps as text: one Date, whichever the driver gave.
+  revokedAt: row.revoked_at === null ? null : new Date(row.revoked_at),
+  revokedReason: row.revoked_reason,
 });
+
+const COLUMNS = sql.raw(
+  "credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at, revoked_at, revoked_reason",
+);
 
 /**
  * Keeps a registered credential, pending, and answers the row kept; or, when its credential id or
@@ -43,7 +55,7 @@ const fromRow = (row: Row): PendingPasskey => ({
  */
 export async function savePendingPasskey(
   db: Db,
-  passkey: Omit<PendingPasskey, "enrolledAt">,
+  passkey: Omit<PendingPasskey, "enrolledAt" | "revokedAt" | "revokedReason">,
 ): Promise<Result<PendingPasskey, { code: "already_registered"; kept: PendingPasskey }>> {
   const [saved] = await queryRows<Row>(
     db,
@@ -51,12 +63,12 @@ export async function savePendingPasskey(
         values (${passkey.credentialId}, ${passkey.keyId}, ${passkey.operator}, ${passkey.publicKey},
           ${passkey.rpId}, ${passkey.origin})
         on conflict do nothing
-        returning credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at`,
+        returning ${COLUMNS}`,
   );
   if (saved) return ok(fromRow(saved));
   const [kept] = await queryRows<Row>(
     db,
-    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
+    sql`select ${COLUMNS}
         from operator_passkeys where credential_id = ${passkey.credentialId} or key_id = ${passkey.keyId}
         order by credential_id = ${passkey.credentialId} desc limit 1`,
   );
@@ -69,7 +81,7 @@ export async function savePendingPasskey(
 export async function findPasskey(db: Db, id: string): Promise<PendingPasskey | null> {
   const [row] = await queryRows<Row>(
     db,
-    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
+    sql`select ${COLUMNS}
         from operator_passkeys where credential_id = ${id} or key_id = ${id}`,
   );
   return row ? fromRow(row) : null;
@@ -79,10 +91,39 @@ export async function findPasskey(db: Db, id: string): Promise<PendingPasskey | 
 export async function listPasskeys(db: Db): Promise<PendingPasskey[]> {
   const rows = await queryRows<Row>(
     db,
-    sql`select credential_id, key_id, operator, public_key, rp_id, origin, enrolled_at
+    sql`select ${COLUMNS}
         from operator_passkeys order by created_at desc, credential_id`,
   );
   return rows.map(fromRow);
+}
+
+/** Who revoked a passkey and why, as the audit shows it. */
+export type Revocation = {
+  reason: string;
+  source: "console" | "cli";
+  /** The operator signed in with a passkey who revoked it; null under the shared tokens or the CLI. */
+  by: { name: string; keyId: string } | null;
+};
+
+/**
+ * Records a passkey revoked (after the enclave revoked it, for an enrolled one) and answers its row;
+ * a passkey revoked already keeps its first revocation, and its row is answered as it is.
+ */
+export async function markRevoked(db: Db, keyId: string, revocation: Revocation): Promise<PendingPasskey> {
+  const [row] = await queryRows<Row>(
+    db,
+    sql`update operator_passkeys
+        set revoked_at = coalesce(revoked_at, now()),
+            revoked_reason = coalesce(revoked_reason, ${revocation.reason}),
+            revoked_source = coalesce(revoked_source, ${revocation.source}),
+            revoked_by = case when revoked_at is null then ${revocation.by?.name ?? null}::text else revoked_by end,
+            revoked_by_key_id = case when revoked_at is null then ${revocation.by?.keyId ?? null}::text else revoked_by_key_id end
+        where key_id = ${keyId}
+        returning ${COLUMNS}`,
+  );
+  // Rows are never deleted: the caller found it.
+  if (!row) throw new Error(`no passkey ${keyId} to mark revoked`);
+  return fromRow(row);
 }
 
 /** Marks a credential enrolled, once the enclave sealed it. */

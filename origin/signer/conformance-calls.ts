@@ -301,6 +301,13 @@ export const SAMPLE_CALLS: { [Op in SignerOp]: SampleCall<Op> } = {
         authorize,
       ),
   },
+  revokeOperatorPasskey: {
+    asks: STRANGERS,
+    live: STRANGER_REFUSED,
+    privileged: true,
+    call: (op, authorize) =>
+      op({ keyId: "conformance-passkey", credentialId: "Y29uZm9ybWFuY2UtY3JlZGVudGlhbA" }, authorize),
+  },
   approveHeld: {
     asks: STRANGERS,
     live: STRANGER_REFUSED,

@@ -29,6 +29,7 @@ import type {
   ProveIdentityParams,
   PublicIdentityParams,
   RestoreBackupParams,
+  RevokeOperatorPasskeyParams,
   SealedIdentity,
   SetAgentPolicyParams,
   SetNodeFrozenParams,
@@ -482,6 +483,15 @@ export const OP_CODECS = {
       keyId: r.key_id,
       credentialId: r.credential_id,
       publicKey: r.public_key as Hex,
+    })),
+  },
+  revoke_operator_passkey: {
+    toWire: (p: RevokeOperatorPasskeyParams) => ({ key_id: p.keyId, credential_id: p.credentialId }),
+    result: wire.revokeOperatorPasskeyResult.transform((r) => ({
+      keyId: r.key_id,
+      credentialId: r.credential_id,
+      operator: r.operator,
+      revokedAt: new Date(r.revoked_at_ms),
     })),
   },
   set_agent_policy: {

@@ -330,6 +330,14 @@ export type EnrollOperatorKeyParams = { keyId: string; publicKey: Hex; label?: s
 export type EnrollOperatorKeyResult = { keyId: string; publicKey: Hex };
 export type EnrollOperatorPasskeyParams = Omit<OperatorPasskeyInfo, "label"> & { label?: string };
 export type EnrollOperatorPasskeyResult = { keyId: string; credentialId: string; publicKey: Hex };
+export type RevokeOperatorPasskeyParams = { keyId: string; credentialId: string };
+/** A revoked passkey; `revokedAt` is the first revoke's, however often it is revoked again. */
+export type RevokeOperatorPasskeyResult = {
+  keyId: string;
+  credentialId: string;
+  operator: string;
+  revokedAt: Date;
+};
 export type ApproveHeldParams = {
   keyRef: string;
   kind: "transfer" | "x402";
@@ -443,6 +451,11 @@ export interface SignerClient {
     params: EnrollOperatorPasskeyParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<EnrollOperatorPasskeyResult>>;
+  /** Admin tier: revoking only tightens (docs/enclave.md#passkeys); a repeat answers as the first. */
+  revokeOperatorPasskey(
+    params: RevokeOperatorPasskeyParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<RevokeOperatorPasskeyResult>>;
   /** Admin tier, with an operator's approval of the one held action. */
   approveHeld(
     params: ApproveHeldParams,

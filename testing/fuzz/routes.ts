@@ -669,6 +669,17 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       readOnly: false,
     },
     {
+      // The fuzz stack registers no passkey: every request is refused (404 or 400) or answered
+      // feature_disabled, and the revoke itself is attacked by origin/passkeys/revoke.int.test.ts.
+      operationId: "consolePasskeyRevoke",
+      name: "POST admin passkeys/:key_id/revoke",
+      param: fc.oneof(fc.constantFrom("pk-0123456789abcdef", "alice-passkey"), fc.string({ maxLength: 80 })),
+      credentials: "admin_change",
+      body: { maxBytes: 4_096 },
+      refusal: "envelope",
+      readOnly: false,
+    },
+    {
       // Before remove, whose successes may take the known endpoint away.
       operationId: "consoleReplayWebhook",
       name: "POST admin webhooks/:id/replay",

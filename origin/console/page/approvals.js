@@ -42,7 +42,9 @@
     }
 
     async function show() {
-      enrolled = (await api("/passkeys")).passkeys.filter((passkey) => passkey.enrolled);
+      enrolled = (await api("/passkeys")).passkeys.filter(
+        (passkey) => passkey.enrolled && passkey.revoked_at === null,
+      );
       showSigners();
       await load(true);
     }

@@ -36,6 +36,7 @@
     ["webhook-add-form", "webhook-add-message"],
     ["webhook-change-form", "webhook-change-message"],
     ["passkey-form", "passkey-message"],
+    ["passkey-revoke-form", "passkey-revoke-message"],
   ];
   const READ_ONLY =
     "Read only: the console was opened without the registration admin token, so nothing can be changed here. " +

@@ -2,6 +2,7 @@
 // ceremony, through @simplewebauthn/browser, which the origin serves from its own node_modules),
 // and every registered passkey is listed, pending until the policy authority's holder enrolls it
 // with the line shown beside it. Registering gives a passkey no power; only that enrollment does.
+// A lost or stolen one is revoked here, with a reason, for good.
 // A classic script: globalThis.ConsolePasskeys.create(ctx).
 
 (() => {
@@ -24,7 +25,8 @@
 
     // The list, then each pending passkey's enroll line, whole (a phone wraps it, never cuts it).
     function render() {
-      const pending = passkeys.filter((passkey) => !passkey.enrolled);
+      // A revoked passkey is never enrolled: it has no enroll line.
+      const pending = passkeys.filter((passkey) => !passkey.enrolled && passkey.revoked_at === null);
       $("passkey-list").replaceChildren(
         table(
           ["operator", "key id", "fingerprint", "state", "rpId", "origin"],
@@ -32,7 +34,11 @@
             passkey.operator,
             el("span", { class: "nowrap" }, passkey.key_id),
             passkey.fingerprint,
-            passkey.enrolled ? "enrolled" : "pending",
+            passkey.revoked_at !== null
+              ? `revoked ${passkey.revoked_at} (${passkey.revoked_reason})`
+              : passkey.enrolled
+                ? "enrolled"
+                : "pending",
             passkey.rp_id,
             passkey.origin,
           ]),
@@ -75,11 +81,44 @@
       field.readOnly = Boolean(operator);
     }
 
+    // The passkeys that can still be revoked, by key id and operator.
+    function renderRevocable() {
+      const select = $("passkey-revoke-key");
+      const chosen = select.value;
+      const revocable = passkeys.filter((passkey) => passkey.revoked_at === null);
+      select.replaceChildren(
+        ...revocable.map((passkey) =>
+          el("option", { value: passkey.key_id }, `${passkey.operator} (${passkey.key_id})`),
+        ),
+      );
+      if (revocable.some((passkey) => passkey.key_id === chosen)) select.value = chosen;
+    }
+
     async function show() {
       showOperator();
       passkeys = (await api("/passkeys")).passkeys;
       render();
+      renderRevocable();
     }
+
+    $("passkey-revoke-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (!ctx.canChange()) return say(ctx.readOnly, "error", "passkey-revoke-message");
+      const keyId = $("passkey-revoke-key").value;
+      if (!keyId) return say("No passkey left to revoke.", "error", "passkey-revoke-message");
+      guarded(async () => {
+        const passkey = await api(`/passkeys/${encodeURIComponent(keyId)}/revoke`, {
+          body: { reason: $("passkey-revoke-reason").value },
+        });
+        $("passkey-revoke-reason").value = "";
+        await show();
+        say(
+          `Revoked ${passkey.key_id} of ${passkey.operator}: it approves nothing and signs no one in from now on.`,
+          "ok",
+          "passkey-revoke-message",
+        );
+      }, "passkey-revoke-message");
+    });
 
     $("passkey-form").addEventListener("submit", (event) => {
       event.preventDefault();

@@ -28,8 +28,28 @@ export const operatorPasskeys = pgTable(
      * does not exceed it (when either is non-zero) is refused as a possible clone.
      */
     signCount: bigint("sign_count", { mode: "number" }).notNull().default(0),
+    /**
+     * When it was revoked (docs/operations.md#revoking-a-passkey), set once the enclave revoked it
+     * (or at once for a pending one): a failed revoke leaves it null and is simply run again. A
+     * revoked passkey signs no one in, its sessions end, and it is never enrolled again.
+     */
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+    /** Why, as the revoking operator gave it (the audit shows it). */
+    revokedReason: text("revoked_reason"),
+    /** The channel: console or cli. */
+    revokedSource: text("revoked_source"),
+    /** The operator signed in with a passkey who revoked it; null under the shared tokens or the CLI. */
+    revokedBy: text("revoked_by"),
+    /** That operator's passkey (its key id); null with revoked_by. */
+    revokedByKeyId: text("revoked_by_key_id"),
   },
   (t) => [
+    // A revocation is recorded whole: when, why and through what, or not at all.
+    check(
+      "operator_passkeys_revoked_whole",
+      sql`(${t.revokedAt} is null) = (${t.revokedReason} is null) and (${t.revokedAt} is null) = (${t.revokedSource} is null)`,
+    ),
+    check("operator_passkeys_revoked_source_enum", sql`${t.revokedSource} IN ('console','cli')`),
     check(
       "operator_passkeys_public_key_format",
       textFormat(t.publicKey, { prefix: "0x04", chars: "[0-9a-f]", count: 128 }),
