@@ -387,7 +387,8 @@ async function runCommand(
       return values.wait ? waitForMoney(client, action) : heldExit(action);
     }
     case "action": {
-      if (args.length !== 1) return EXIT_USAGE;
+      // An empty id (`action "$ID"` with ID unset) would ask GET /actions/, which is no action's.
+      if (args.length !== 1 || args[0]!.trim() === "") return EXIT_USAGE;
       const action = await client.action(args[0]!);
       if (values.wait) return client.waitForAction(args[0]!, { timeoutMs: waitTimeout(action) });
       // Read, it still is the outcome the agent acts on: a failed action is its error, not exit 0.
