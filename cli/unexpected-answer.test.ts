@@ -130,6 +130,25 @@ describe("agent-wallet against an answer that is not the gateway's", () => {
     }
   }, 60_000);
 
+  it("watch answered 200 with a page, not an event stream: UnexpectedAnswer (27), one line naming it, no stack", async () => {
+    const portal = await answering(
+      200,
+      "text/html",
+      "<html><body>Please sign in to the network</body></html>",
+    );
+    try {
+      const human = await run(portal.url, ["watch"]);
+      expect(human.code, human.stderr).toBe(UnexpectedAnswer.exitCode);
+      expect(human.stdout).toBe("");
+      expect(human.stderr).toMatch(
+        /^agent-wallet: UnexpectedAnswer \[unexpected_answer\]: the event stream answered 200 with text\/html: not the gateway's answer; is the base URL the gateway's \(chain segment included\)\?\n$/,
+      );
+      expect(human.stderr).not.toMatch(STACK_LINE);
+    } finally {
+      await portal.close();
+    }
+  }, 60_000);
+
   // Mutation: without the check, the human line's BigInt(amount) throws: a SyntaxError's stack on
   // stderr and exit 1, the stream left behind.
   it("watch given an action event whose amount is not a decimal string: UnexpectedAnswer, exit 27, one line naming it, no stack", async () => {
