@@ -4,7 +4,6 @@
  * stdout carries the protocol.
  */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { createGatewayClient } from "../client/index.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { noArgumentsCommand } from "../shared/no-arguments.ts";
 import { ignoreUnreadOutput } from "../shared/node/unread-output.ts";
@@ -47,5 +46,5 @@ if (!isHttpUrl(baseUrl)) {
 // and exits 0 once the calls under way have finished (their answers, and any log line, are lost).
 ignoreUnreadOutput();
 process.stdout.once("error", () => process.stdin.destroy());
-const server = createWalletMcpServer(createGatewayClient({ baseUrl, token }), "0.1.0");
+const server = createWalletMcpServer({ baseUrl, token }, "0.1.0");
 await server.connect(new StdioServerTransport());
