@@ -8,12 +8,14 @@ import { parseArgs } from "node:util";
 import { formatUnits } from "viem";
 import {
   type ActionView,
+  type AgentEvent,
   createGatewayClient,
   ERROR_CLASSES,
   errorFromAction,
   type GatewayClient,
   GatewayError,
   InsufficientFunds,
+  isActionEvent,
   isHeld,
   type MoneyActionResult,
   PaymentOutcomeUnknown,
@@ -286,8 +288,24 @@ function printError(error: GatewayError, json: boolean, io: CliIo, compact = fal
 async function watchEvents(client: GatewayClient, values: Values, io: CliIo): Promise<void> {
   const signal = io.stopSignal?.();
   for await (const event of client.events({ after: values.after, signal })) {
+    if (!values.json) readableAction(event);
     io.stdout(`${values.json ? JSON.stringify(event) : formatEventLine(event)}\n`);
   }
+}
+
+/**
+ * Throws UnexpectedAnswer for an action event whose amount the human line cannot read (the
+ * gateway's is a decimal string of units, or null): only a stream that is not the gateway's sends
+ * one, and reading it as a number would end the command with a TypeError's stack instead.
+ */
+function readableAction(event: AgentEvent): void {
+  if (!isActionEvent(event)) return;
+  const amount: unknown = event.data.amount;
+  if (amount === undefined || amount === null || (typeof amount === "string" && /^\d+$/.test(amount))) return;
+  throw new UnexpectedAnswer(
+    `the event stream sent event ${event.id} (${event.type}) whose amount is not a decimal string of units: not the gateway's answer; is the base URL the gateway's (chain segment included)?`,
+    { code: "unexpected_answer" },
+  );
 }
 
 type Values = ReturnType<typeof parseCli>["values"];
@@ -387,7 +405,8 @@ async function runCommand(
       return values.wait ? waitForMoney(client, action) : heldExit(action);
     }
     case "action": {
-      if (args.length !== 1) return EXIT_USAGE;
+      // An empty id (`action "$ID"` with ID unset) would ask GET /actions/, which is no action's.
+      if (args.length !== 1 || args[0]!.trim() === "") return EXIT_USAGE;
       const action = await client.action(args[0]!);
       if (values.wait) return client.waitForAction(args[0]!, { timeoutMs: waitTimeout(action) });
       // Read, it still is the outcome the agent acts on: a failed action is its error, not exit 0.

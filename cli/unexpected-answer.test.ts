@@ -130,6 +130,52 @@ describe("agent-wallet against an answer that is not the gateway's", () => {
     }
   }, 60_000);
 
+  it("watch answered 200 with a page, not an event stream: UnexpectedAnswer (27), one line naming it, no stack", async () => {
+    const portal = await answering(
+      200,
+      "text/html",
+      "<html><body>Please sign in to the network</body></html>",
+    );
+    try {
+      const human = await run(portal.url, ["watch"]);
+      expect(human.code, human.stderr).toBe(UnexpectedAnswer.exitCode);
+      expect(human.stdout).toBe("");
+      expect(human.stderr).toMatch(
+        /^agent-wallet: UnexpectedAnswer \[unexpected_answer\]: the event stream answered 200 with text\/html: not the gateway's answer; is the base URL the gateway's \(chain segment included\)\?\n$/,
+      );
+      expect(human.stderr).not.toMatch(STACK_LINE);
+    } finally {
+      await portal.close();
+    }
+  }, 60_000);
+
+  // Mutation: without the check, the human line's BigInt(amount) throws: a SyntaxError's stack on
+  // stderr and exit 1, the stream left behind.
+  it("watch given an action event whose amount is not a decimal string: UnexpectedAnswer, exit 27, one line naming it, no stack", async () => {
+    const event = {
+      id: "7",
+      type: "action.confirmed",
+      occurred_at: "2026-01-01T00:00:00.000Z",
+      data: { action_id: "a1", kind: "transfer", status: "confirmed", amount: "2.5", to: null },
+    };
+    const gateway = await startLoopbackServer(async (_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write(`id: 7\nevent: action.confirmed\ndata: ${JSON.stringify(event)}\n\n`);
+      // Held open, as a stream is: the CLI ends it.
+    });
+    try {
+      const human = await run(gateway.url, ["watch"]);
+      expect(human.code, human.stderr).toBe(UnexpectedAnswer.exitCode);
+      expect(human.stdout).toBe("");
+      expect(human.stderr).toMatch(
+        /^agent-wallet: UnexpectedAnswer \[unexpected_answer\]: the event stream sent event 7 \(action\.confirmed\) whose amount is not a decimal string of units: not the gateway's answer; is the base URL the gateway's \(chain segment included\)\?\n$/,
+      );
+      expect(human.stderr).not.toMatch(STACK_LINE);
+    } finally {
+      await gateway.close();
+    }
+  }, 120_000);
+
   it("--help lists exit 27", async () => {
     const help = await runTool(BIN, ["--help"], { cleanEnv: true, timeoutMs: 60_000 });
     expect(help.stdout).toContain(`${UnexpectedAnswer.exitCode}  UnexpectedAnswer: unexpected_answer`);

@@ -4,7 +4,6 @@
  * stdout carries the protocol.
  */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { createGatewayClient } from "../client/index.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { noArgumentsCommand } from "../shared/no-arguments.ts";
 import { ignoreUnreadOutput } from "../shared/node/unread-output.ts";
@@ -47,5 +46,16 @@ if (!isHttpUrl(baseUrl)) {
 // and exits 0 once the calls under way have finished (their answers, and any log line, are lost).
 ignoreUnreadOutput();
 process.stdout.once("error", () => process.stdin.destroy());
-const server = createWalletMcpServer(createGatewayClient({ baseUrl, token }), "0.1.0");
-await server.connect(new StdioServerTransport());
+const server = createWalletMcpServer({ baseUrl, token }, "0.1.0");
+const transport = new StdioServerTransport();
+// The SDK's stdio transport closes for good at a message over its buffer's limit (10 MB: a tool
+// argument that large), the only way it closes; the server then ended with exit 0 and nothing in
+// the host's log, its tools gone without a word. It still stops reading, the rest of that line
+// unframed, and now says why and exits 1 once the calls under way have finished.
+transport.onclose = () => {
+  process.stderr.write(
+    "agent-wallet mcp: the host sent a message over the 10 MB the MCP SDK's stdio transport reads (a tool argument that large); the server reads no more requests and exits 1: restart it\n",
+  );
+  process.exitCode = 1;
+};
+await server.connect(transport);

@@ -407,6 +407,41 @@ describe("MCP server (official client, stdio, real stack)", () => {
       }
     });
 
+    // Mutation: with the output schema of a policy as written today, the SDK refuses the server's
+    // own answer: "Output validation error: Invalid structured content for tool get_policy", an
+    // error that is not the gateway's, and the agent cannot read its policy at all.
+    it.concurrent("get_policy answers a policy an earlier release stored with a control character in a resource prefix, as the gateway does", async () => {
+      const holder = await stack.newAgent({ units: 1_000_000n });
+      // What an earlier release stored for an agent's tightening to such a prefix (the route reads
+      // the database's row; the enclave's sealed copy is not asked).
+      const stored = {
+        x402: {
+          payees: [
+            {
+              pay_to: "0x2222222222222222222222222222222222222222",
+              resource_prefix: "https://pay.example/\tpaid",
+              per_payment_units: "10000",
+            },
+          ],
+        },
+      };
+      await stack.db.handle.db.execute(
+        sql`insert into agent_policies (agent_id, policy, version) values (${holder.agentId}::uuid, ${JSON.stringify(stored)}::jsonb, 1)`,
+      );
+      const own = await connect(holder);
+      try {
+        const result = (await own.callTool({ name: "get_policy", arguments: {} })) as ToolResult & {
+          structuredContent?: unknown;
+        };
+        const text = result.content.map((part) => part.text ?? "").join("");
+        expect(result.isError, text).not.toBe(true);
+        expect(result.structuredContent).toMatchObject({ policy: stored, version: 1 });
+        expect(JSON.parse(text)).toMatchObject({ policy: stored, version: 1 });
+      } finally {
+        await own.close();
+      }
+    });
+
     it.concurrent("refuses a method off the allowlist at the tool's input schema", async () => {
       const refused = (await client.callTool({
         name: "rpc",

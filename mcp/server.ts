@@ -13,7 +13,9 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import * as z from "zod";
 import {
+  createGatewayClient,
   errorFromAction,
+  type FetchLike,
   type GatewayClient,
   GatewayError,
   type PaymentRequired,
@@ -21,6 +23,7 @@ import {
   RateLimited,
   ValidationFailed,
 } from "../client/index.ts";
+import { storedAgentPolicySchema } from "../shared/agent-policy.ts";
 import { RPC_READ_ALLOWLIST } from "../shared/constants.ts";
 import { idempotencyKeySchema } from "../shared/gateway-schemas.ts";
 import { policyCheckResponseSchema, policyResponseSchema } from "../shared/policy-schemas.ts";
@@ -45,17 +48,65 @@ const MAX_WAIT_SECONDS = 30;
  * DEFAULT_REQUEST_TIMEOUT_MSEC), or the host gives up first and the agent learns nothing.
  */
 const WAIT_UNTIL_ENDED_MS = 45_000;
+/**
+ * The longest a tool call waits for the gateway, its retries included: past the 45 s of a wait,
+ * inside the host's 60 s. A gateway (or a proxy before it) that stalls then answers the call as a
+ * ServiceUnavailable `gateway_timeout` naming the money request's idempotency key, which the host
+ * would otherwise never see: its own timeout ends the call with no result, and a call made again
+ * without the key could pay twice.
+ */
+const TOOL_CALL_DEADLINE_MS = 50_000;
+
+/** Where the server's gateway is and how it is reached; the token is the server's, from its environment. */
+export type WalletMcpGateway = { baseUrl: string; token: string; fetch?: FetchLike };
+
+/** Named as fetch names the abort of a timeout signal, so the client words it as `gateway_timeout`. */
+class ToolCallTimedOut extends Error {
+  override readonly name = "TimeoutError";
+}
+
+/**
+ * The output schema of get_policy and update_policy: the policy as the gateway answers it, which
+ * is the document as stored. An earlier release stored a resource prefix holding a control
+ * character, which today's rule for writing one refuses: checked against that rule, the agent's
+ * own policy was an "Output validation error" instead of its answer.
+ */
+const policyAnswerSchema = policyResponseSchema.extend({ policy: storedAgentPolicySchema.nullable() });
 
 /** What a retry of a money call does, as the client's error classes say it (client/errors.ts). */
 const RETRY_RULE =
   "An error named SignerUnavailable or ServiceUnavailable (agent_signer_unavailable, chain_unavailable, service_unavailable, no answer): nothing was signed, or the answer was lost; call again with the same idempotency_key (it is in the error), which never pays twice. Any other error that names an action_id (limit_exceeded, insufficient_funds, funding_gate_closed, faucet_cooldown, reverted, …) is final for that key: the same key answers the same error; send a new request with a new key once the cause is gone.";
 
-export function createWalletMcpServer(client: GatewayClient, version: string): McpServer {
+export function createWalletMcpServer(gateway: WalletMcpGateway, version: string): McpServer {
   const server = new McpServer({ name: "agent-wallet", version });
-  /** `structured`: the tool declares an output schema, so the answer goes in structuredContent too. */
-  const run = async (call: () => Promise<unknown>, structured = false): Promise<CallToolResult> => {
+  const baseFetch: FetchLike = gateway.fetch ?? globalThis.fetch.bind(globalThis);
+  /**
+   * One tool call with a client whose every request ends at the call's deadline: a retry after it
+   * fails at once, so the money call throws with its key in time.
+   * `structured`: the tool declares an output schema, so the answer goes in structuredContent too.
+   */
+  const run = async (
+    call: (client: GatewayClient) => Promise<unknown>,
+    structured = false,
+  ): Promise<CallToolResult> => {
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () =>
+        deadline.abort(
+          new ToolCallTimedOut(
+            `no whole answer within ${TOOL_CALL_DEADLINE_MS / 1000} s, the longest a tool call waits`,
+          ),
+        ),
+      TOOL_CALL_DEADLINE_MS,
+    );
+    const fetch: FetchLike = (input, init) =>
+      baseFetch(input, {
+        ...init,
+        signal: init?.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal,
+      });
+    const client = createGatewayClient({ baseUrl: gateway.baseUrl, token: gateway.token, fetch });
     try {
-      const answer = await call();
+      const answer = await call(client);
       return {
         content: [{ type: "text", text: JSON.stringify(answer, null, 2) }],
         ...(structured ? { structuredContent: answer as Record<string, unknown> } : {}),
@@ -77,6 +128,8 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
         },
       };
       return { isError: true, content: [{ type: "text", text: JSON.stringify(described, null, 2) }] };
+    } finally {
+      clearTimeout(timer);
     }
   };
   const idempotencyKey = idempotencyKeySchema
@@ -100,7 +153,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
         "Discovery: chain 77, this agent's id, wallet and capabilities, the rpc allowlist, limits, features.",
       inputSchema: {},
     },
-    () => run(() => client.network()),
+    () => run((client) => client.network()),
   );
   server.registerTool(
     "balance",
@@ -108,7 +161,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
       description: "The agent wallet's balance: `balance` in 6-decimal USDC units, `balance_wei` on chain.",
       inputSchema: {},
     },
-    () => run(() => client.balance()),
+    () => run((client) => client.balance()),
   );
   server.registerTool(
     "rpc",
@@ -119,7 +172,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
         params: z.array(z.unknown()).default([]).describe('JSON-RPC params, e.g. ["0x…", "latest"]'),
       },
     },
-    ({ method, params }) => run(() => client.rpc(method, params)),
+    ({ method, params }) => run((client) => client.rpc(method, params)),
   );
   server.registerTool(
     "faucet",
@@ -127,7 +180,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
       description: `A faucet payout to the agent's own wallet (needs the faucet capability). ${RETRY_RULE}`,
       inputSchema: { idempotency_key: idempotencyKey },
     },
-    ({ idempotency_key }) => run(() => client.faucet({ idempotencyKey: idempotency_key })),
+    ({ idempotency_key }) => run((client) => client.faucet({ idempotencyKey: idempotency_key })),
   );
   server.registerTool(
     "transfer",
@@ -146,7 +199,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
       },
     },
     ({ to, amount, idempotency_key }) =>
-      run(() => client.transfer({ to, amount, idempotencyKey: idempotency_key })),
+      run((client) => client.transfer({ to, amount, idempotencyKey: idempotency_key })),
   );
   server.registerTool(
     "action_status",
@@ -164,7 +217,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
       },
     },
     ({ action_id, wait }) =>
-      run(async () => {
+      run(async (client) => {
         if (wait === true) return client.waitForAction(action_id, { timeoutMs: WAIT_UNTIL_ENDED_MS });
         const waitSeconds = typeof wait === "number" && wait > 0 ? wait : undefined;
         return outcome(await client.action(action_id, { waitSeconds }));
@@ -176,9 +229,9 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
       description:
         "The agent's spending policy (null: the node's limits alone apply), its version, whether the node is frozen, and each budget: its rule, limit, what its window used, what remains and when it resets (UTC).",
       inputSchema: {},
-      outputSchema: policyResponseSchema.shape,
+      outputSchema: policyAnswerSchema.shape,
     },
-    () => run(() => client.policy(), true),
+    () => run((client) => client.policy(), true),
   );
   server.registerTool(
     "check_policy",
@@ -206,7 +259,7 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
       outputSchema: policyCheckResponseSchema.shape,
     },
     ({ transfer, payment_required }) =>
-      run(async () => {
+      run(async (client) => {
         if ((transfer === undefined) === (payment_required === undefined)) {
           throw new ValidationFailed("give exactly one of transfer or payment_required", {
             code: "validation_failed",
@@ -231,9 +284,9 @@ export function createWalletMcpServer(client: GatewayClient, version: string): M
             'e.g. {"transfers": {"daily_units": "5000000"}, "approval_above_units": "2000000"}; fields: transfers {per_tx_units, daily_units, monthly_units, daily_count, allow, deny}, x402 {payees, daily_units, daily_count, unknown_payee}, approval_above_units, frozen',
           ),
       },
-      outputSchema: policyResponseSchema.shape,
+      outputSchema: policyAnswerSchema.shape,
     },
-    ({ patch }) => run(() => client.updatePolicy(patch as PolicyPatch), true),
+    ({ patch }) => run((client) => client.updatePolicy(patch as PolicyPatch), true),
   );
   return server;
 }

@@ -1,0 +1,119 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import { describe, expect, it } from "vitest";
+import { programArgs } from "../ops/lib/program-bundles.mjs";
+import { REPO_ROOT } from "../testing/enclave-process.ts";
+import { startLoopbackServer } from "../testing/loopback-server.ts";
+
+// `npm run mcp` as an MCP host runs it (the official client, its default request timeout), against
+// a gateway that takes each request and never answers. The gateway never stalls so on its own, so
+// a loopback server stands in for the fault only (a proxy or a host before it that hangs).
+
+const TOKEN = `agt_${"ab".repeat(16)}_${"cd".repeat(32)}`;
+
+type ToolResult = { isError?: boolean; content: Array<{ type: string; text?: string }> };
+
+describe("npm run mcp against a gateway that stalls", () => {
+  // Mutation: without the tool call's deadline the server waits on the gateway for ever; the host
+  // gives up at its 60 s with "Request timed out" (McpError -32001) and the agent never learns the
+  // key under which the transfer may have gone out, so calling again pays again.
+  it("a transfer answers within the host's timeout: a ServiceUnavailable gateway_timeout naming its key, every attempt sent with it", async () => {
+    const keys: string[] = [];
+    const gateway = await startLoopbackServer(async (request) => {
+      let body = "";
+      for await (const chunk of request) body += chunk;
+      keys.push((JSON.parse(body) as { idempotency_key: string }).idempotency_key);
+      // Takes the request, answers nothing.
+    });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: programArgs("mcp/main.ts"),
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH ?? "", AGENT_TOKEN: TOKEN, AGENT_BASE_URL: `${gateway.url}/77` },
+      stderr: "pipe",
+    });
+    let stderr = "";
+    transport.stderr?.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const client = new Client({ name: "mcp-test", version: "1.0.0" });
+    try {
+      await client.connect(transport);
+      const started = Date.now();
+      const result = (await client.callTool({
+        name: "transfer",
+        arguments: { to: `0x${"11".repeat(20)}`, amount: "1000" },
+      })) as ToolResult;
+      expect(Date.now() - started).toBeLessThan(DEFAULT_REQUEST_TIMEOUT_MSEC);
+      const text = result.content.map((part) => part.text ?? "").join("");
+      expect(result.isError).toBe(true);
+      const { error } = JSON.parse(text) as { error: Record<string, unknown> };
+      expect(error).toMatchObject({
+        name: "ServiceUnavailable",
+        code: "gateway_timeout",
+        idempotency_key: expect.stringMatching(/^transfer-/),
+      });
+      expect(error.message).toMatch(/no answer from POST .* in time \(no whole answer within 50 s/);
+      expect(keys.length).toBeGreaterThan(0);
+      expect(new Set(keys)).toEqual(new Set([error.idempotency_key]));
+      expect(`${text}${stderr}`).not.toContain(TOKEN);
+    } finally {
+      await client.close();
+      await gateway.close();
+    }
+  }, 120_000);
+
+  // Mutation: without the tool call's deadline the call to the stalled gateway never ends, and the
+  // server with it: an orphan the host left behind, until the test kills it.
+  it("a host that goes away while a call waits on it: the server exits 0 once the call's deadline passes", async () => {
+    let received!: () => void;
+    const reached = new Promise<void>((resolve) => {
+      received = resolve;
+    });
+    const gateway = await startLoopbackServer(async () => {
+      received();
+      // Takes the request, answers nothing.
+    });
+    const child = spawn(process.execPath, programArgs("mcp/main.ts"), {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH, AGENT_TOKEN: TOKEN, AGENT_BASE_URL: `${gateway.url}/77` },
+      stdio: ["pipe", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = once(child, "exit") as Promise<[number | null, NodeJS.Signals | null]>;
+    const send = (message: unknown): void => {
+      child.stdin.write(`${JSON.stringify(message)}\n`);
+    };
+    const killer = setTimeout(() => child.kill("SIGKILL"), 80_000);
+    try {
+      send({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-06-18",
+          capabilities: {},
+          clientInfo: { name: "test", version: "1" },
+        },
+      });
+      send({ jsonrpc: "2.0", method: "notifications/initialized" });
+      send({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "balance", arguments: {} } });
+      await reached;
+      // The host is gone: its end of the server's stdin closes.
+      child.stdin.end();
+      const [code, signal] = await exited;
+      expect({ code, signal }, stderr).toEqual({ code: 0, signal: null });
+      expect(stderr).not.toContain(TOKEN);
+    } finally {
+      clearTimeout(killer);
+      child.kill("SIGKILL");
+      await gateway.close();
+    }
+  }, 120_000);
+});
