@@ -23,7 +23,6 @@ import {
   RateLimited,
   ValidationFailed,
 } from "../client/index.ts";
-import { storedAgentPolicySchema } from "../shared/agent-policy.ts";
 import { RPC_READ_ALLOWLIST } from "../shared/constants.ts";
 import { idempotencyKeySchema } from "../shared/gateway-schemas.ts";
 import { policyCheckResponseSchema, policyResponseSchema } from "../shared/policy-schemas.ts";
@@ -64,14 +63,6 @@ export type WalletMcpGateway = { baseUrl: string; token: string; fetch?: FetchLi
 class ToolCallTimedOut extends Error {
   override readonly name = "TimeoutError";
 }
-
-/**
- * The output schema of get_policy and update_policy: the policy as the gateway answers it, which
- * is the document as stored. An earlier release stored a resource prefix holding a control
- * character, which today's rule for writing one refuses: checked against that rule, the agent's
- * own policy was an "Output validation error" instead of its answer.
- */
-const policyAnswerSchema = policyResponseSchema.extend({ policy: storedAgentPolicySchema.nullable() });
 
 /** What a retry of a money call does, as the client's error classes say it (client/errors.ts). */
 const RETRY_RULE =
@@ -229,7 +220,7 @@ export function createWalletMcpServer(gateway: WalletMcpGateway, version: string
       description:
         "The agent's spending policy (null: the node's limits alone apply), its version, whether the node is frozen, and each budget: its rule, limit, what its window used, what remains and when it resets (UTC).",
       inputSchema: {},
-      outputSchema: policyAnswerSchema.shape,
+      outputSchema: policyResponseSchema.shape,
     },
     () => run((client) => client.policy(), true),
   );
@@ -284,7 +275,7 @@ export function createWalletMcpServer(gateway: WalletMcpGateway, version: string
             'e.g. {"transfers": {"daily_units": "5000000"}, "approval_above_units": "2000000"}; fields: transfers {per_tx_units, daily_units, monthly_units, daily_count, allow, deny}, x402 {payees, daily_units, daily_count, unknown_payee}, approval_above_units, frozen',
           ),
       },
-      outputSchema: policyAnswerSchema.shape,
+      outputSchema: policyResponseSchema.shape,
     },
     ({ patch }) => run((client) => client.updatePolicy(patch as PolicyPatch), true),
   );

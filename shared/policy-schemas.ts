@@ -3,7 +3,7 @@
  * call of {base}/agent/v1/policy. The document itself is shared/agent-policy.ts's. Runtime-neutral.
  */
 import * as z from "zod";
-import { agentPolicySchema } from "./agent-policy.ts";
+import { storedAgentPolicySchema } from "./agent-policy.ts";
 import { addressSchema } from "./enclave-ops.ts";
 import { unitsAmountSchema, x402PaymentRequiredSchema } from "./gateway-schemas.ts";
 import { nestsAtMost } from "./json-depth.ts";
@@ -21,8 +21,12 @@ export const policyBudgetSchema = z.object({
 });
 
 export const policyResponseSchema = z.object({
-  /** The agent's policy as sealed in the enclave; null: the node's limits only. */
-  policy: agentPolicySchema.nullable(),
+  /**
+   * The agent's policy as sealed in the enclave; null: the node's limits only. As stored, not as it
+   * may be written now: a resource prefix an earlier release took still reads
+   * (shared/agent-policy.ts storedAgentPolicySchema).
+   */
+  policy: storedAgentPolicySchema.nullable(),
   /** The enclave's version of it (+1 on each change); null without a policy. */
   version: z.number().int().nullable(),
   /** An operator froze every agent of the node: every money request is refused. */
