@@ -111,7 +111,7 @@ describe("the client package (npm pack, installed into another project)", () => 
       // --offline with an empty cache: a dependency to fetch (or a required peer such as viem,
       // which npm installs by itself) fails the install. Mutation: a runtime dependency in
       // client/package.json, or viem as a required peer, fails this.
-      await run(
+      const install = await run(
         "npm",
         [
           "install",
@@ -128,6 +128,17 @@ describe("the client package (npm pack, installed into another project)", () => 
         (name) => !name.startsWith("."),
       );
       expect(installed).toEqual(["agent-wallet-client"]);
+      // The package builds when packed, never when installed: a `prepare` script in it is an
+      // install script to npm for a tarball, which npm 11 holds back with a warning asking the
+      // agent's project to review it, for a build.mjs the package does not even carry.
+      const installedManifest = JSON.parse(
+        await readFile(path.join(app, "node_modules/agent-wallet-client/package.json"), "utf8"),
+      ) as { scripts?: Record<string, string> };
+      const installScripts = Object.keys(installedManifest.scripts ?? {}).filter((name) =>
+        ["preinstall", "install", "postinstall", "prepare"].includes(name),
+      );
+      expect(installScripts).toEqual([]);
+      expect(`${install.stdout}${install.stderr}`).not.toMatch(/install-scripts|prepare/);
 
       // Plain node, no loader, no viem in the project. Mutation: building with viem external
       // (a runtime dependency the bundle imports) fails this with ERR_MODULE_NOT_FOUND.

@@ -67,6 +67,11 @@ export type LocalStackParams = {
   pgSettings?: Readonly<Record<string, string>>;
   basePath: string;
   envId: string;
+  /**
+   * The stack's variables as the launcher was given them (set and not empty), in the order a
+   * command names them: repeated in the command a refusal over a busy port suggests.
+   */
+  givenSettings?: Readonly<Record<string, string>>;
   /** Progress of the start-up and the stop, one line each. */
   say: (line: string) => void;
   /** Every output line of the devnet, enclave, origin and edge, prefixed with the part's name. */
@@ -339,12 +344,15 @@ export function createLocalStack(params: LocalStackParams): LocalStack {
       if (await socketAccepts(socketPath)) throw new Error(runningStackMessage(dataDir, socketPath));
       throw new Error(leftoverPostgresMessage(pgDir, leftover.pid));
     }
-    await assertPortsFree([
-      { port: params.pgPort, variable: "EMBEDDED_PG_PORT", part: "embedded Postgres" },
-      { port: params.devnetPort, variable: "DEVNET_PORT", part: "devnet" },
-      { port: params.originPort, variable: "ORIGIN_PORT", part: "origin" },
-      { port: params.edgePort, variable: "EDGE_PORT", part: "edge" },
-    ]);
+    await assertPortsFree(
+      [
+        { port: params.pgPort, variable: "EMBEDDED_PG_PORT", part: "embedded Postgres" },
+        { port: params.devnetPort, variable: "DEVNET_PORT", part: "devnet" },
+        { port: params.originPort, variable: "ORIGIN_PORT", part: "origin" },
+        { port: params.edgePort, variable: "EDGE_PORT", part: "edge" },
+      ],
+      params.givenSettings,
+    );
     postgresStarting = startEmbeddedPostgres({
       dir: pgDir,
       port: params.pgPort,

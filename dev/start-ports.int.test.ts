@@ -28,7 +28,7 @@ describe("npm start with a port another program holds", () => {
     for (const folder of folders) await rm(folder, { recursive: true, force: true });
   });
 
-  it("refuses, exit 1, naming the port, its part and its variable with a command that avoids it, and starts nothing", async () => {
+  it("refuses, exit 1, naming the port, its part and its variable with a command that starts the same stack (its folder, its other ports) on free ports, and starts nothing", async () => {
     dataDir = await mkdtemp(path.join(tmpdir(), "agents-ports-"));
     folders.push(dataDir);
     await chmod(dataDir, 0o755);
@@ -40,15 +40,21 @@ describe("npm start with a port another program holds", () => {
     });
     await new Promise<void>((resolve) => squatter!.listen(devnetPort, "127.0.0.1", resolve));
 
-    const { code, output } = await runLauncherToExit({
-      ...(await launcherEnv(dataDir)),
-      DEVNET_PORT: String(devnetPort),
-    });
+    const env = { ...(await launcherEnv(dataDir)), DEVNET_PORT: String(devnetPort) };
+    const { code, output } = await runLauncherToExit(env);
     expect(code).toBe(1);
     expect(output).toContain(
-      `[start] failed: port ${devnetPort} (DEVNET_PORT, the devnet) is in use by another program. Stop that program, or choose other ports: DEVNET_PORT=`,
+      `[start] failed: port ${devnetPort} (DEVNET_PORT, the devnet) is in use by another program. Stop that program, or choose other ports: `,
     );
-    expect(output).toMatch(/choose other ports: DEVNET_PORT=\d+ npm start/);
+    // The command, pasted as it is, starts the same stack: its data folder and its other ports as
+    // given, the busy one replaced. It once named the busy port alone, and started another stack on
+    // .data with the default ports when the others had been given on the command line.
+    const suggested = output.match(/choose other ports: (.*) npm start\n/)?.[1];
+    const replacement = suggested?.match(/DEVNET_PORT=(\d+)/)?.[1];
+    expect(Number(replacement)).not.toBe(devnetPort);
+    expect(suggested).toBe(
+      `START_DATA_DIR=${dataDir} EMBEDDED_PG_PORT=${env.EMBEDDED_PG_PORT} DEVNET_PORT=${replacement} ORIGIN_PORT=${env.ORIGIN_PORT} EDGE_PORT=${env.EDGE_PORT}`,
+    );
     expect(output).not.toContain("ready in");
     expect(output).not.toContain("AGENT_TOKEN=");
     // Nothing was started or made: not even the database.

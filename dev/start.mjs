@@ -5,7 +5,22 @@
  * launcher starts the devnet, the enclave and the origin from theirs. Plain JavaScript, so that it
  * runs with node alone.
  */
-import { buildStaleProgramsSaying, importProgram } from "../ops/lib/program-bundles.mjs";
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { buildStaleProgramsSaying, importProgram, REPO_ROOT } from "../ops/lib/program-bundles.mjs";
+
+// A checkout whose packages were never installed (`npm start` before `npm ci`) ended with
+// "could not bundle the programs: Cannot find package 'esbuild'", or a stack trace for tsx,
+// which does not say what to run. These two are the packages this file loads itself.
+const missing = ["esbuild", "tsx"].filter(
+  (name) => !existsSync(path.join(REPO_ROOT, "node_modules", name, "package.json")),
+);
+if (missing.length > 0) {
+  process.stderr.write(
+    `[start] the packages are not installed in ${REPO_ROOT} (node_modules has no ${missing.join(" or ")}): run npm ci there first, then npm start\n`,
+  );
+  process.exit(1);
+}
 
 // With arguments the launcher only answers them (`--help`, or a usage error): nothing to bundle.
 if (process.argv.length <= 2) {

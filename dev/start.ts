@@ -68,6 +68,22 @@ const edgePort = portFrom("EDGE_PORT", 8787);
 const pgPort = portFrom("EMBEDDED_PG_PORT", 54320);
 const basePath = settingFrom("BASE_PATH", "/77");
 const envId = settingFrom("AGENT_ENV_ID", "local-dev");
+/** The stack's variables this start was given, which a command it suggests repeats. */
+const givenSettings = Object.fromEntries(
+  [
+    "START_DATA_DIR",
+    "EMBEDDED_PG_PORT",
+    "DEVNET_PORT",
+    "ORIGIN_PORT",
+    "EDGE_PORT",
+    "BASE_PATH",
+    "AGENT_ENV_ID",
+    "START_NEW_ENCLAVE",
+  ].flatMap((variable) => {
+    const value = process.env[variable];
+    return value?.trim() ? [[variable, value]] : [];
+  }),
+);
 
 async function main(): Promise<void> {
   const started = Date.now();
@@ -80,6 +96,7 @@ async function main(): Promise<void> {
     pgPort,
     basePath,
     envId,
+    givenSettings,
     allowNewEnclave: process.env.START_NEW_ENCLAVE === "1",
     say,
     // An enclave that dies is started again on its socket and data folder (the origin reconnects);

@@ -117,7 +117,14 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
   );
   app.route(config.basePath, base);
 
-  app.notFound((c) => errorResponse("not_found", "no such route", c.get("requestId")));
+  // A base URL without its base path (`http://127.0.0.1:8787`, the edge's address alone) had every
+  // request answered "no such route", which did not say why.
+  const outsideBase = `no such route: every route of this service is under ${config.basePath}, so a base URL ends in ${config.basePath}`;
+  app.notFound((c) => {
+    const pathname = new URL(c.req.url).pathname;
+    const underBase = pathname === config.basePath || pathname.startsWith(`${config.basePath}/`);
+    return errorResponse("not_found", underBase ? "no such route" : outsideBase, c.get("requestId"));
+  });
   app.onError((error, c) => {
     console.error(
       JSON.stringify({ request_id: c.get("requestId"), error: error.name, message: error.message }),

@@ -267,6 +267,24 @@ describe("routes the edge never opens", () => {
   });
 });
 
+describe("a path outside the base path", () => {
+  // A base URL without its /77 (AGENT_BASE_URL=http://127.0.0.1:8787, the edge's address as
+  // `npm start` prints it first) had every command answered "no such route", saying nothing of why.
+  it("is a 404 that says every route is under the base path; one under it is the plain 404", async () => {
+    const outside = await fetch(`${edge.url}/agent/v1/balance`, {
+      headers: { authorization: `Bearer agt_${"0".repeat(32)}_${"0".repeat(64)}` },
+    });
+    expect(outside.status).toBe(404);
+    expect(((await outside.json()) as Envelope).error.message).toBe(
+      "no such route: every route of this service is under /77, so a base URL ends in /77",
+    );
+    const inside = await fetch(`${edge.url}/77/faucet`);
+    expect(inside.status).toBe(404);
+    expect(((await inside.json()) as Envelope).error.message).toBe("no such route");
+    expect(origin.received).toEqual([]);
+  });
+});
+
 describe("methods the edge never forwards", () => {
   // (TRACK and CONNECT never reach the worker: the local front's parser and workerd refuse them.)
   it("TRACE is a 404 made at the edge: no hop on the way echoes the edge secret back", async () => {

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir, userInfo } from "node:os";
@@ -67,7 +68,7 @@ describe("the embedded Postgres on a port that is taken", () => {
     return port;
   }
 
-  it("fails with the server's own reason, and an operator tool says it", async () => {
+  it("fails with the server's own reason", async () => {
     folder = await mkdtemp(path.join(tmpdir(), "agents-embedded-taken-"));
     const dir = path.join(folder, "pg");
     const port = await takenPort();
@@ -80,21 +81,34 @@ describe("the embedded Postgres on a port that is taken", () => {
     expect((failure as Error).message).toMatch(
       new RegExp(`^the embedded Postgres did not start on port ${port} .*Address already in use.*FATAL: `),
     );
+  });
 
-    const tool = await runTool("ops/agents.ts", ["list"], {
-      env: {
-        DATABASE_URL: undefined,
-        EMBEDDED_PG_DIR: dir,
-        EMBEDDED_PG_PORT: String(port),
-        LOG_LEVEL: "silent",
-      },
-    });
-    expect(tool.code).toBe(3);
-    expect(tool.stderr).toMatch(
-      new RegExp(
-        `^agents: error: the embedded Postgres did not start on port ${port} .*Address already in use`,
-      ),
-    );
+  // A stack started on another data folder holds the port, and the README's
+  // `npm run registration -- open` run beside it initialised a cluster in .data/pg, then said only
+  // Postgres's "Address already in use … wait a few seconds and retry".
+  it("an operator tool names EMBEDDED_PG_PORT and EMBEDDED_PG_DIR, exit 3, and makes no cluster", async () => {
+    const toolFolder = await mkdtemp(path.join(tmpdir(), "agents-embedded-taken-tool-"));
+    try {
+      const dir = path.join(toolFolder, "pg");
+      const port = await takenPort();
+      const tool = await runTool("ops/registration.ts", ["status"], {
+        env: {
+          DATABASE_URL: undefined,
+          EMBEDDED_PG_DIR: dir,
+          EMBEDDED_PG_PORT: String(port),
+          LOG_LEVEL: "silent",
+        },
+      });
+      expect(tool.code).toBe(3);
+      expect(tool.stderr).toBe(
+        `registration: error: port ${port} (EMBEDDED_PG_PORT) is in use by another program, and no embedded Postgres runs on ${dir} (EMBEDDED_PG_DIR): ` +
+          "for a stack started on another data folder, point the tool at that folder's cluster with " +
+          "EMBEDDED_PG_DIR=<its data folder>/pg; else give this one a free port with EMBEDDED_PG_PORT, or set DATABASE_URL\n",
+      );
+      expect(existsSync(path.join(dir, "PG_VERSION"))).toBe(false);
+    } finally {
+      await rm(toolFolder, { recursive: true, force: true });
+    }
   });
 });
 

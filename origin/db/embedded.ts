@@ -230,7 +230,7 @@ export async function runningPostmaster(dir: string): Promise<{ pid: number; por
 }
 
 /** Whether something accepts a connection on 127.0.0.1:`port` within a second. */
-function portAnswers(port: number): Promise<boolean> {
+export function portAnswers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ host: "127.0.0.1", port, timeout: 1_000 });
     const end = (answers: boolean): void => {

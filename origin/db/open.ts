@@ -1,6 +1,7 @@
+import path from "node:path";
 import type { Config } from "../config.ts";
 import { connectDatabase, type DatabaseHandle } from "./client.ts";
-import { startEmbeddedPostgres } from "./embedded.ts";
+import { portAnswers, runningPostmaster, startEmbeddedPostgres } from "./embedded.ts";
 
 export type OpenedDatabase = DatabaseHandle & {
   /** Whether this process started the embedded cluster (and so stops it in close()). */
@@ -24,6 +25,7 @@ export async function openDatabase(
     });
     return { ...handle, ownsEmbedded: false };
   }
+  await refuseAPortAnotherProgramHolds(config.database.embedded);
   const embedded = await startEmbeddedPostgres({ ...config.database.embedded, joinIfRunning: true });
   const handle = connectDatabase({ url: embedded.url, driver: "pg", maxConnections });
   return {
@@ -34,4 +36,21 @@ export async function openDatabase(
       if (embedded.owned) await embedded.stop();
     },
   };
+}
+
+/**
+ * Stops before initdb when the cluster's folder has no server running and its port answers: a
+ * stack on another data folder (START_DATA_DIR) or another program holds it. Postgres itself
+ * would only say "Address already in use … wait a few seconds and retry", after initialising a
+ * cluster nobody asked for in the folder; this names the variables that point the tool right.
+ */
+async function refuseAPortAnotherProgramHolds(embedded: { dir: string; port: number }): Promise<void> {
+  const dir = path.resolve(embedded.dir);
+  if ((await runningPostmaster(dir)) !== undefined) return;
+  if (!(await portAnswers(embedded.port))) return;
+  throw new Error(
+    `port ${embedded.port} (EMBEDDED_PG_PORT) is in use by another program, and no embedded Postgres runs on ${dir} (EMBEDDED_PG_DIR): ` +
+      "for a stack started on another data folder, point the tool at that folder's cluster with " +
+      "EMBEDDED_PG_DIR=<its data folder>/pg; else give this one a free port with EMBEDDED_PG_PORT, or set DATABASE_URL",
+  );
 }
