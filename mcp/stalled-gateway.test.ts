@@ -16,7 +16,9 @@ const TOKEN = `agt_${"ab".repeat(16)}_${"cd".repeat(32)}`;
 
 type ToolResult = { isError?: boolean; content: Array<{ type: string; text?: string }> };
 
-describe("npm run mcp against a gateway that stalls", () => {
+// Its two tests wait out the server's real 50 s deadline (inside the host's real 60 s), each with
+// its own gateway and server: side by side, the file takes one wait instead of two.
+describe.concurrent("npm run mcp against a gateway that stalls", () => {
   // Mutation: without the tool call's deadline the server waits on the gateway for ever; the host
   // gives up at its 60 s with "Request timed out" (McpError -32001) and the agent never learns the
   // key under which the transfer may have gone out, so calling again pays again.
