@@ -99,7 +99,8 @@ export const POLICY: AnswerShape<PolicyResponse> = shape(
 
 export const POLICY_CHECK: AnswerShape<PolicyCheckResult> = shape(
   "a policy check's decision",
-  object({ decision: oneOf("allow", "hold", "deny"), rule: optional(string), remaining: optional(string) }),
+  // The gateway names both on every decision, null where there are none.
+  object({ decision: oneOf("allow", "hold", "deny"), rule: nullable(string), remaining: nullable(string) }),
 );
 
 const identityFields = {

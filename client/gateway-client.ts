@@ -52,6 +52,12 @@ export type GatewayClientParams = {
    * ServiceUnavailable), always with the same key (default 2).
    */
   retries?: number;
+  /**
+   * The time (epoch milliseconds) by which a money call must have answered: a retry whose pause
+   * would end later is not made, and the call throws the last error with its key at once. None by
+   * default; a caller that is itself given up on (an MCP tool call) sets it.
+   */
+  retryDeadline?: number;
 };
 
 /** The action, with the idempotency key it was requested under (repeat with it, never a new one). */
@@ -232,6 +238,7 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
         // spends the retries while the service says when it will answer again.
         const pause = Math.max(250 * 2 ** attempt, (error.retryAfter ?? 0) * 1000);
         if (pause > MAX_RETRY_PAUSE_MS) throw error;
+        if (params.retryDeadline !== undefined && Date.now() + pause >= params.retryDeadline) throw error;
         await sleep(pause);
       }
     }

@@ -153,6 +153,14 @@ describe("the client package (npm pack, installed into another project)", () => 
     },
   );
 
+  it("carries a readme that says how to install and use it", async () => {
+    // "files" listed a README.md that did not exist, so the installed package had none.
+    const readme = await readFile(path.join(app, "node_modules/agent-wallet-client/README.md"), "utf8");
+    expect(readme).toMatch(/^# agent-wallet-client\n/);
+    expect(readme).toContain("npm install /path/to/agent-wallet-client-0.1.0.tgz");
+    expect(readme).toContain("createGatewayClient(");
+  });
+
   it("hands the agent's own viem a transport over the gateway's /rpc", SLOW, async () => {
     // The project's viem: the repository's copy stands in for the one the agent installed.
     await symlink(path.join(REPO_ROOT, "node_modules/viem"), path.join(app, "node_modules/viem"), "dir");
@@ -197,6 +205,15 @@ export default {
     async () => {
       await writeFile(path.join(app, "typed.ts"), TYPED);
       await writeFile(path.join(app, "mistyped.ts"), MISTYPED);
+      // The installed readme's example compiles as the project's own code; only `process` is
+      // declared, the project having no Node types.
+      const readme = await readFile(path.join(app, "node_modules/agent-wallet-client/README.md"), "utf8");
+      const example = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+      expect(example).toContain("createGatewayClient");
+      await writeFile(
+        path.join(app, "readme.ts"),
+        `declare const process: { env: Record<string, string | undefined> };\n${example}export {};\n`,
+      );
       // What `tsc --init` writes, for an ES module project: strict, NodeNext, skipLibCheck.
       await writeFile(
         path.join(app, "tsconfig.json"),
@@ -211,7 +228,7 @@ export default {
             skipLibCheck: true,
             noEmit: true,
           },
-          files: ["typed.ts", "mistyped.ts"],
+          files: ["typed.ts", "mistyped.ts", "readme.ts"],
         }),
       );
       // Mutation: a package without "types" in its exports fails this (TS7016 in both files: the

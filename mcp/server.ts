@@ -20,7 +20,6 @@ import {
   GatewayError,
   type PaymentRequired,
   type PolicyPatch,
-  RateLimited,
   ValidationFailed,
 } from "../client/index.ts";
 import { RPC_READ_ALLOWLIST } from "../shared/constants.ts";
@@ -95,7 +94,13 @@ export function createWalletMcpServer(gateway: WalletMcpGateway, version: string
         ...init,
         signal: init?.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal,
       });
-    const client = createGatewayClient({ baseUrl: gateway.baseUrl, token: gateway.token, fetch });
+    // A pause past the deadline would end the call after the host has given up on it.
+    const client = createGatewayClient({
+      baseUrl: gateway.baseUrl,
+      token: gateway.token,
+      fetch,
+      retryDeadline: Date.now() + TOOL_CALL_DEADLINE_MS,
+    });
     try {
       const answer = await call(client);
       return {
@@ -112,9 +117,8 @@ export function createWalletMcpServer(gateway: WalletMcpGateway, version: string
           code: error.code,
           message: error.message,
           ...(error.status === undefined ? {} : { status: error.status }),
-          ...(error instanceof RateLimited && error.retryAfter !== undefined
-            ? { retry_after: error.retryAfter }
-            : {}),
+          // RateLimited's wait, or a 503's Retry-After: when calling again can succeed.
+          ...(error.retryAfter === undefined ? {} : { retry_after: error.retryAfter }),
           ...(error.idempotencyKey === undefined ? {} : { idempotency_key: error.idempotencyKey }),
         },
       };

@@ -15,7 +15,6 @@ import { passkeyFingerprint } from "../origin/passkeys/credential-key.ts";
 import { revokePasskey } from "../origin/passkeys/revoke.ts";
 import { findPasskey } from "../origin/passkeys/store.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
-import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SignerClient, SignerFailure } from "../origin/signer/types.ts";
 import { readAdminKey } from "./lib/admin-key.ts";
 import {
@@ -28,7 +27,7 @@ import {
   runCli,
   UsageError,
 } from "./lib/cli-shell.ts";
-import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { enclaveUnreachable, operatorSignerClient } from "./lib/enclave-unreachable.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { describePasskey, enrollPendingPasskey, parseEnrollPasskeyArgs } from "./lib/passkey-enroll.ts";
 import { parseRevokePasskeyArgs } from "./lib/passkey-revoke.ts";
@@ -52,7 +51,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   if (argv[0] === "enroll-passkey") return enrollPasskey(argv, env);
   if (argv[0] === "revoke-passkey") return revokePasskeyCommand(argv, env);
   const command = parsePolicyArgs(argv, env);
-  const client = createSocketSignerClient({ socketPath: command.socketPath });
+  const client = operatorSignerClient(command.socketPath);
   try {
     return await runCommand(command, client);
   } finally {
@@ -140,9 +139,7 @@ async function enrollPasskey(argv: string[], env: Record<string, string | undefi
     readAuthoritySecret,
   );
   const config = nodeConfig(env);
-  const client = createSocketSignerClient({
-    socketPath: enclaveSocketPath(command.socket, config.signer.endpoint),
-  });
+  const client = operatorSignerClient(enclaveSocketPath(command.socket, config.signer.endpoint));
   const database = await openDatabase(config, 1);
   try {
     const enrolled = await enrollPendingPasskey({
@@ -183,9 +180,7 @@ async function revokePasskeyCommand(
   const command = parseRevokePasskeyArgs(argv);
   const config = nodeConfig(env);
   const adminSecret = await readAdminKey(config);
-  const client = createSocketSignerClient({
-    socketPath: enclaveSocketPath(command.socket, config.signer.endpoint),
-  });
+  const client = operatorSignerClient(enclaveSocketPath(command.socket, config.signer.endpoint));
   const database = await openDatabase(config, 1);
   try {
     const identity = await client.getSealedIdentity();

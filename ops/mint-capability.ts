@@ -18,7 +18,6 @@ import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import * as z from "zod";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
-import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { SignerFailure } from "../origin/signer/types.ts";
 import { authorityPublicKey, instanceIdSchema, mintCapability } from "../shared/capability.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
@@ -33,7 +32,7 @@ import {
   runCli,
   UsageError,
 } from "./lib/cli-shell.ts";
-import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { enclaveUnreachable, operatorSignerClient } from "./lib/enclave-unreachable.ts";
 import { checkSocketFlag } from "./lib/policy-cli-args.ts";
 
 const USAGE = `usage: npm run mint-capability -- --authority-key PATH --op OP --env-id ID
@@ -105,7 +104,7 @@ async function run(argv: string[]): Promise<CliOutcome> {
   let counter = counterGiven ?? 0;
   let instanceId = values["instance-id"] ?? "";
   if (!counter || !instanceId) {
-    const client = createSocketSignerClient({ socketPath: values.socket! });
+    const client = operatorSignerClient(values.socket!);
     try {
       if (!instanceId) {
         const identity = await client.getSealedIdentity();

@@ -23,7 +23,6 @@ import type { ChangedBy } from "../origin/policy/store.ts";
 import { readPolicyState, storedAgentPolicies } from "../origin/policy/store.ts";
 import { policyView } from "../origin/policy/view.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
-import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
 import type { GetPolicyResult, SealedIdentity, SignerClient, SignerFailure } from "../origin/signer/types.ts";
 import {
   type AgentPolicyDocument,
@@ -48,7 +47,7 @@ import {
   runCli,
   UsageError,
 } from "./lib/cli-shell.ts";
-import { enclaveUnreachable } from "./lib/enclave-unreachable.ts";
+import { enclaveUnreachable, operatorSignerClient } from "./lib/enclave-unreachable.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { type OperatorKey, readOperatorKey } from "./lib/operator-key.ts";
 import { enclaveSocketPath } from "./lib/policy-cli-args.ts";
@@ -502,7 +501,7 @@ function said(tool: Tool, json: Record<string, unknown>, line: string): CliOutco
 }
 
 async function withClient<T>(socketPath: string, use: (client: SignerClient) => Promise<T>): Promise<T> {
-  const client = createSocketSignerClient({ socketPath });
+  const client = operatorSignerClient(socketPath);
   try {
     return await use(client);
   } finally {

@@ -24,7 +24,7 @@
  */
 import { parseArgs } from "node:util";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
-import { createSocketSignerClient } from "../origin/signer/socket-client.ts";
+import type { SignerClient } from "../origin/signer/types.ts";
 import { keyRefSchema } from "../shared/enclave-ops.ts";
 import {
   type CliContext,
@@ -36,7 +36,7 @@ import {
   runCli,
   UsageError,
 } from "./lib/cli-shell.ts";
-import { enclaveUnreachable, signerFailureText } from "./lib/enclave-unreachable.ts";
+import { enclaveUnreachable, operatorSignerClient, signerFailureText } from "./lib/enclave-unreachable.ts";
 import { readRecoveryKeyFile } from "./lib/key-files.ts";
 import { enclaveSocketPath } from "./lib/policy-cli-args.ts";
 import { backupFilesIn, backupKey, type FileRecovery, recoverBatches } from "./lib/recovery.ts";
@@ -126,7 +126,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const adminAuthority = backupOnly
     ? await readArgumentFile("--admin-key", values["admin-key"]!, "a 32-byte hex seed", readAuthoritySecret)
     : undefined;
-  const signer = createSocketSignerClient({ socketPath });
+  const signer = operatorSignerClient(socketPath);
   try {
     if (transportOnly) {
       const offered = await signer.newTransportKey();
@@ -184,7 +184,7 @@ function printRecovery({ file, result }: FileRecovery): void {
 }
 
 async function backupOne(
-  signer: ReturnType<typeof createSocketSignerClient>,
+  signer: SignerClient,
   values: {
     treasury?: boolean;
     settler?: boolean;

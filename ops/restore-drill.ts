@@ -18,6 +18,7 @@ import { parseArgs } from "node:util";
 import { openDatabase } from "../origin/db/open.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { socketPathOfEndpoint } from "../origin/signer/endpoint.ts";
 import { isUuid } from "../shared/uuid.ts";
 import {
   type CliContext,
@@ -29,7 +30,7 @@ import {
   runCli,
   UsageError,
 } from "./lib/cli-shell.ts";
-import { enclaveUnreachable, signerFailureText } from "./lib/enclave-unreachable.ts";
+import { enclaveUnreachable, signerFailureText, withSocketHint } from "./lib/enclave-unreachable.ts";
 import { readRecoveryKeyFile } from "./lib/key-files.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { checkSocketFlag, DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
@@ -82,7 +83,10 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
     "a 32-byte hex key",
     readRecoveryKeyFile,
   );
-  const live = createSignerClient({ endpoint, liveIdentityEnabled: true });
+  const live = withSocketHint(
+    createSignerClient({ endpoint, liveIdentityEnabled: true }),
+    socketPathOfEndpoint(endpoint),
+  );
   const identity = await live.getSealedIdentity();
   await live.close();
   if (!identity.ok) {

@@ -101,7 +101,27 @@ function exitOf(
     const detail = redact(inspect(shown, { depth: 6, breakLength: Number.POSITIVE_INFINITY }), env);
     return { code: codes.error, stderr: `${tool.name}: error: ${detail}\n` };
   }
-  return { code: codes.error, stderr: line(`error: ${summary(thrown)}`) };
+  const hint = schemaBehind(thrown) ? `; ${MIGRATE_HINT}` : "";
+  return { code: codes.error, stderr: line(`error: ${summary(thrown)}${hint}`) };
+}
+
+/** Postgres's codes for a table or a column the statement names and the database lacks. */
+const SCHEMA_MISSING_CODES = new Set(["42P01", "42703"]);
+
+const MIGRATE_HINT =
+  "the database is not migrated to this version: run `npm run migrate` with the same DATABASE_URL (or none, for the embedded cluster)";
+
+/**
+ * Whether `thrown`, or one of its causes, is Postgres finding no such table or column: a database
+ * nobody migrated (a fresh cluster, a new DATABASE_URL) or one migrated by an older version.
+ */
+function schemaBehind(thrown: unknown): boolean {
+  let current: unknown = thrown;
+  for (let depth = 0; depth < 5 && current instanceof Error; depth += 1) {
+    if ("code" in current && SCHEMA_MISSING_CODES.has(String(current.code))) return true;
+    current = current.cause;
+  }
+  return false;
 }
 
 /**
