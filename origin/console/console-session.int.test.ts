@@ -596,4 +596,43 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     });
     expect(await live("Alice Martin")).toBe(1);
   });
+
+  it("an operator's name is kept trimmed and composed (NFC): spaces around it or another Unicode form name the same operator; an empty name or a control character is refused", async () => {
+    const registeredAs = async (operator: string): Promise<TestResponse> => {
+      const options = await tokens().post("/passkeys/registration/options", { operator });
+      expect(options.status, JSON.stringify(options.body)).toBe(200);
+      const { challenge: given } = (options.body as { options: { challenge: string } }).options;
+      return tokens().post("/passkeys/registration", {
+        operator,
+        response: new SoftwarePasskey(RP_ID, ORIGIN).registrationResponse(given),
+      });
+    };
+    // "Zoë Park" typed with a combining diaeresis and a space after it, then as composed.
+    const decomposed = await registeredAs("Zoe\u0308 Park ");
+    expect(decomposed.status, JSON.stringify(decomposed.body)).toBe(201);
+    expect(decomposed.body).toMatchObject({ operator: "Zo\u00eb Park" });
+    expect((await registeredAs("Zo\u00eb Park")).status).toBe(201);
+    const names = await queryRows<{ operator: string }>(
+      db(),
+      sql`select distinct operator from operator_passkeys where operator like 'Zo%'`,
+    );
+    expect(names).toEqual([{ operator: "Zo\u00eb Park" }]);
+    // A session registers under its own name however the body spaces it.
+    const session = await signedIn(alice, 500);
+    const own = await asSession(session.token).post("/passkeys/registration/options", {
+      operator: " Alice Martin",
+    });
+    expect(own.status, JSON.stringify(own.body)).toBe(200);
+    // A name that is only spaces, or holds a control character (C1 NEL here), is refused.
+    for (const [operator, message] of [
+      ["   ", "the operator's name is empty"],
+      ["Mallory\u0085Quinn", "the operator's name holds a control character"],
+    ] as const) {
+      const refused = await tokens().post("/passkeys/registration/options", { operator });
+      expect({ status: refused.status, body: withoutRequestId(refused.body) }).toEqual({
+        status: 400,
+        body: { error: { code: "validation_failed", message } },
+      });
+    }
+  });
 });
