@@ -636,3 +636,43 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     }
   });
 });
+
+describe("console sessions past their retention (the console's sweep, real origin, real Postgres)", () => {
+  let testDb: TestDatabase;
+  let origin: TestOrigin | undefined;
+  afterAll(async () => {
+    await origin?.close();
+    await testDb?.drop();
+  });
+
+  it("deletes a session that expired more than 30 days ago, and keeps one ended or expired within them and a live one", async () => {
+    testDb = await createTestDatabase();
+    const session = (hash: string, expiresAt: string, endedAt: string | null) =>
+      testDb.handle.db.execute(
+        sql`insert into operator_sessions (token_hash, operator, key_id, created_at, expires_at, ended_at)
+            values (${hash.repeat(64)}, 'Alice Martin', 'pk-0000000000000000',
+                    (${expiresAt}::timestamptz - interval '8 hours'), ${expiresAt}::timestamptz,
+                    ${endedAt}::timestamptz)`,
+      );
+    const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+    await session("a", daysAgo(31), null);
+    await session("b", daysAgo(31), daysAgo(31.2));
+    await session("c", daysAgo(29), null);
+    await session("d", daysAgo(1), daysAgo(1.1));
+    await session("e", new Date(Date.now() + 3_600_000).toISOString(), null);
+    // The console's workers sweep as they start, then hourly.
+    origin = await startTestOrigin({
+      database: testDb.handle,
+      env: consoleSecrets().env,
+      workers: ["console"],
+    });
+    const kept = async (): Promise<string[]> =>
+      (
+        await queryRows<{ first: string }>(
+          testDb.handle.db,
+          sql`select left(token_hash, 1) as first from operator_sessions order by token_hash`,
+        )
+      ).map((row) => row.first);
+    await expect.poll(kept, { timeout: 30_000 }).toEqual(["c", "d", "e"]);
+  });
+});
