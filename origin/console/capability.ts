@@ -1,6 +1,7 @@
 import { type Capability, capability } from "../capability.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { foldStateCounts } from "../metrics/state-counts.ts";
+import { sweepEndedSessions } from "../passkeys/sessions.ts";
 import { startLoop } from "../workers/loop.ts";
 import type { ServiceWallets } from "./charts.ts";
 import type { NodeLocal } from "./node-local.ts";
@@ -12,10 +13,13 @@ import { createConsoleRouter } from "./router.ts";
  */
 const STATE_COUNTS_FOLD_PERIOD_MS = 5_000;
 
+/** How often the sessions past their retention are deleted. */
+const SESSIONS_RETENTION_PERIOD_MS = 60 * 60_000;
+
 /**
  * The operator console and /metrics: private origin only (the edge never routes them), mounted
- * whatever the gateway switch (router.ts says why). Its worker folds the counts by state both read
- * (metrics/state-counts.ts).
+ * whatever the gateway switch (router.ts says why). Its workers fold the counts by state both read
+ * (metrics/state-counts.ts) and delete console sessions past their retention (passkeys/sessions.ts).
  */
 export function createConsoleModule(
   infra: Infrastructure,
@@ -27,6 +31,10 @@ export function createConsoleModule(
     workers: () => [
       startLoop("state-counts-fold", STATE_COUNTS_FOLD_PERIOD_MS, infra.logger, async () => {
         await foldStateCounts(infra.database.db);
+      }),
+      startLoop("operator_sessions_retention", SESSIONS_RETENTION_PERIOD_MS, infra.logger, async () => {
+        const deleted = await sweepEndedSessions(infra.database.db);
+        if (deleted > 0) infra.logger.info({ deleted }, "console sessions past retention deleted");
       }),
     ],
   });

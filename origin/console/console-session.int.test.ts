@@ -596,4 +596,83 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     });
     expect(await live("Alice Martin")).toBe(1);
   });
+
+  it("an operator's name is kept trimmed and composed (NFC): spaces around it or another Unicode form name the same operator; an empty name or a control character is refused", async () => {
+    const registeredAs = async (operator: string): Promise<TestResponse> => {
+      const options = await tokens().post("/passkeys/registration/options", { operator });
+      expect(options.status, JSON.stringify(options.body)).toBe(200);
+      const { challenge: given } = (options.body as { options: { challenge: string } }).options;
+      return tokens().post("/passkeys/registration", {
+        operator,
+        response: new SoftwarePasskey(RP_ID, ORIGIN).registrationResponse(given),
+      });
+    };
+    // "Zoë Park" typed with a combining diaeresis and a space after it, then as composed.
+    const decomposed = await registeredAs("Zoe\u0308 Park ");
+    expect(decomposed.status, JSON.stringify(decomposed.body)).toBe(201);
+    expect(decomposed.body).toMatchObject({ operator: "Zo\u00eb Park" });
+    expect((await registeredAs("Zo\u00eb Park")).status).toBe(201);
+    const names = await queryRows<{ operator: string }>(
+      db(),
+      sql`select distinct operator from operator_passkeys where operator like 'Zo%'`,
+    );
+    expect(names).toEqual([{ operator: "Zo\u00eb Park" }]);
+    // A session registers under its own name however the body spaces it.
+    const session = await signedIn(alice, 500);
+    const own = await asSession(session.token).post("/passkeys/registration/options", {
+      operator: " Alice Martin",
+    });
+    expect(own.status, JSON.stringify(own.body)).toBe(200);
+    // A name that is only spaces, or holds a control character (C1 NEL here), is refused.
+    for (const [operator, message] of [
+      ["   ", "the operator's name is empty"],
+      ["Mallory\u0085Quinn", "the operator's name holds a control character"],
+    ] as const) {
+      const refused = await tokens().post("/passkeys/registration/options", { operator });
+      expect({ status: refused.status, body: withoutRequestId(refused.body) }).toEqual({
+        status: 400,
+        body: { error: { code: "validation_failed", message } },
+      });
+    }
+  });
+});
+
+describe("console sessions past their retention (the console's sweep, real origin, real Postgres)", () => {
+  let testDb: TestDatabase;
+  let origin: TestOrigin | undefined;
+  afterAll(async () => {
+    await origin?.close();
+    await testDb?.drop();
+  });
+
+  it("deletes a session that expired more than 30 days ago, and keeps one ended or expired within them and a live one", async () => {
+    testDb = await createTestDatabase();
+    const session = (hash: string, expiresAt: string, endedAt: string | null) =>
+      testDb.handle.db.execute(
+        sql`insert into operator_sessions (token_hash, operator, key_id, created_at, expires_at, ended_at)
+            values (${hash.repeat(64)}, 'Alice Martin', 'pk-0000000000000000',
+                    (${expiresAt}::timestamptz - interval '8 hours'), ${expiresAt}::timestamptz,
+                    ${endedAt}::timestamptz)`,
+      );
+    const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+    await session("a", daysAgo(31), null);
+    await session("b", daysAgo(31), daysAgo(31.2));
+    await session("c", daysAgo(29), null);
+    await session("d", daysAgo(1), daysAgo(1.1));
+    await session("e", new Date(Date.now() + 3_600_000).toISOString(), null);
+    // The console's workers sweep as they start, then hourly.
+    origin = await startTestOrigin({
+      database: testDb.handle,
+      env: consoleSecrets().env,
+      workers: ["console"],
+    });
+    const kept = async (): Promise<string[]> =>
+      (
+        await queryRows<{ first: string }>(
+          testDb.handle.db,
+          sql`select left(token_hash, 1) as first from operator_sessions order by token_hash`,
+        )
+      ).map((row) => row.first);
+    await expect.poll(kept, { timeout: 30_000 }).toEqual(["c", "d", "e"]);
+  });
 });

@@ -12,7 +12,8 @@ import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 // no token, but each request it makes comes from the operator's own address: were they counted as
 // failed admin authentications, two dozen image tags would lock the operator out of the console
 // (429 on everything) for as long as the page stayed open. The console refuses what the browser
-// marks as sent from another origin (Sec-Fetch-Site), uncounted: 403 cross_site_refused.
+// marks as sent from another origin (Sec-Fetch-Site, or where that is absent an Origin not its
+// own), uncounted: 403 cross_site_refused.
 
 const secrets = consoleSecrets();
 /** More than the failed authentications a client may have in a window (ADMIN_AUTH_FAILURES). */
@@ -94,5 +95,30 @@ describe("the console's API requested by a page of another origin (real Chromium
       headers: { "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document" },
     });
     expect(linked.status).toBe(200);
+  });
+
+  it("refuses uncounted what a browser without Sec-Fetch-Site sends from another page's Origin, and answers the console's own origin and non-browser clients", async () => {
+    // Older Safari sends no Sec-Fetch-Site, only the sending page's Origin (Chromium, used above,
+    // always sends both, so these requests are written by hand as such a browser sends them).
+    const calls = consoleCalls(origin.base, { admin: secrets.adminToken });
+    for (let i = 0; i < REQUESTS; i++) {
+      const posted = await send(`${origin.base}/admin/agents/session`, {
+        method: "POST",
+        headers: { origin: "http://elsewhere.example" },
+        body: JSON.stringify({ response: { id: "x" } }),
+      });
+      expect(posted.status).toBe(403);
+      expect((posted.body as { error: { code: string } }).error.code).toBe("cross_site_refused");
+    }
+    const sandboxed = await calls.get("/operations", { headers: { origin: "null" } });
+    expect(sandboxed.status).toBe(403);
+    // The operator, at the same address, is not locked out; the console's own page (its origin
+    // as the browser addressed it, or as configured) and a client sending no Origin are answered.
+    expect((await calls.get("/operations")).status).toBe(200);
+    const addressed = new URL(origin.url).origin;
+    expect((await calls.get("/operations", { headers: { origin: addressed } })).status).toBe(200);
+    const configured = origin.deps.config.console.origin;
+    expect(configured).not.toBe(addressed);
+    expect((await calls.get("/operations", { headers: { origin: configured } })).status).toBe(200);
   });
 });

@@ -14,6 +14,7 @@ import { parseJsonBody } from "../http/json-body.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import { type ApprovalRelay, createApprovalRelay, type RelayError } from "../passkeys/approval.ts";
 import { passkeyFingerprint } from "../passkeys/credential-key.ts";
+import { normaliseOperatorName } from "../passkeys/operator-name.ts";
 import { createPasskeyRegistration, type RegistrationRefusal } from "../passkeys/registration.ts";
 import { type RevokePasskeyError, revokePasskey } from "../passkeys/revoke.ts";
 import { listPasskeys, type PendingPasskey } from "../passkeys/store.ts";
@@ -147,18 +148,22 @@ function revokeRefused(error: RevokePasskeyError): AppError {
 }
 
 /**
- * The name a passkey is registered under (docs/operations.md#passkeys): with a session, the
- * signed-in operator's own, since the audit will name it for every approval the passkey makes;
- * under the shared tokens (automation, the first operator's bootstrap), the name the body gives.
+ * The name a passkey is registered under (docs/operations.md#passkeys), normalised: with a session,
+ * the signed-in operator's own, since the audit will name it for every approval the passkey makes
+ * (kept as it was first spelled, so a name registered before names were normalised stays one
+ * operator); under the shared tokens (automation, the first operator's bootstrap), the name the
+ * body gives.
  */
-function registeringOperator(c: Context<AppEnv>, named: string): string {
+function registeringOperator(c: Context<AppEnv>, given: string): string {
+  const named = normaliseOperatorName(given);
   const signedIn = c.get("operator");
-  if (signedIn && signedIn.name !== named)
+  if (!signedIn) return named;
+  if (signedIn.name.trim().normalize("NFC") !== named)
     throw new AppError(
       "validation_failed",
       `signed in as ${signedIn.name}: a session registers passkeys under its own operator's name only, not ${named}`,
     );
-  return named;
+  return signedIn.name;
 }
 
 function registrationRefused(refusal: RegistrationRefusal): AppError {

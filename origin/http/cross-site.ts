@@ -4,8 +4,10 @@
  * token, but its requests come from the operator's own address: counted as failed admin
  * authentications, two dozen image tags would lock the operator out of the console for as long as
  * the page stays open. The browser names where a request comes from (Sec-Fetch-Site); what another
- * site, or another origin of this one, sent is refused before any credential is checked. A client
- * that is not a browser sends no such header and is let through.
+ * site, or another origin of this one, sent is refused before any credential is checked. A browser
+ * that sends no Sec-Fetch-Site (older Safari) still names the sending page's origin (Origin) on a
+ * POST and on fetch: one that is not the console's own is refused the same way. A client that is
+ * not a browser sends neither header and is let through.
  */
 import type { MiddlewareHandler } from "hono";
 import { AppError } from "../errors.ts";
@@ -21,14 +23,41 @@ export function refusesCrossSite(method: string, path: string): boolean {
 }
 
 /**
+ * Whether a browser says the request was sent by a page of another origin: by Sec-Fetch-Site, or,
+ * where the browser sends none, by an Origin that is neither the console's configured origin nor
+ * the one the browser addressed (its Host, so a console reached through a tunnel or another name
+ * still answers its own page). Origin `null` (a sandboxed or privacy-hidden page) is not the
+ * console's own.
+ */
+export function sentByAnotherOrigin(headers: {
+  secFetchSite: string | undefined;
+  origin: string | undefined;
+  host: string | undefined;
+  consoleOrigin: string;
+}): boolean {
+  const site = headers.secFetchSite;
+  if (site !== undefined) return site === "cross-site" || site === "same-site";
+  if (headers.origin === undefined) return false;
+  if (headers.origin === headers.consoleOrigin) return false;
+  if (!URL.canParse(headers.origin)) return true;
+  const sender = new URL(headers.origin);
+  return headers.host === undefined || sender.host !== headers.host.toLowerCase();
+}
+
+/**
  * 403 cross_site_refused for a request a browser marks as sent by a page of another origin, on the
  * routes refusesCrossSite names (`basePath` is taken off the request's path first).
  */
-export function refuseCrossSite(basePath: string): MiddlewareHandler<AppEnv> {
+export function refuseCrossSite(basePath: string, consoleOrigin: string): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const site = c.req.header("sec-fetch-site");
     const path = c.req.path.startsWith(basePath) ? c.req.path.slice(basePath.length) : c.req.path;
-    if ((site === "cross-site" || site === "same-site") && refusesCrossSite(c.req.method, path))
+    const anotherOrigin = sentByAnotherOrigin({
+      secFetchSite: c.req.header("sec-fetch-site"),
+      origin: c.req.header("origin"),
+      host: c.req.header("host"),
+      consoleOrigin,
+    });
+    if (anotherOrigin && refusesCrossSite(c.req.method, path))
       throw new AppError(
         "cross_site_refused",
         "the console answers its own page only: this request was sent by a page of another origin",

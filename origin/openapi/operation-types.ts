@@ -102,7 +102,7 @@ export const HEADERS_TOO_LARGE = errorResponse("headers_too_large: the request h
  * to every route that takes one.
  */
 export const CROSS_SITE_REFUSED = errorResponse(
-  "cross_site_refused: sent by a page of another origin (Sec-Fetch-Site cross-site or same-site); not counted as a failed authentication",
+  "cross_site_refused: sent by a page of another origin (Sec-Fetch-Site cross-site or same-site; without it, an Origin not the console's own); not counted as a failed authentication",
 );
 
 /**

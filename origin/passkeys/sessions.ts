@@ -71,3 +71,25 @@ export async function endSession(db: Db, token: string): Promise<void> {
     sql`update operator_sessions set ended_at = now() where token_hash = ${tokenHash(token)} and ended_at is null`,
   );
 }
+
+/**
+ * Ours: days a session's row is kept once it has stopped working (expired, or ended at most
+ * SESSION_HOURS before that), for whoever asks the database who signed in when; nothing in the
+ * service reads an ended row.
+ */
+export const ENDED_SESSION_RETENTION_DAYS = 30;
+
+/**
+ * Deletes the sessions that expired more than ENDED_SESSION_RETENTION_DAYS days ago (an ended
+ * session expires too, by SESSION_HOURS after it began); answers how many. A working day of
+ * sign-ins is a few rows, so one statement does.
+ */
+export async function sweepEndedSessions(db: Db): Promise<number> {
+  const deleted = await queryRows<{ token_hash: string }>(
+    db,
+    sql`delete from operator_sessions
+        where expires_at < now() - make_interval(days => ${ENDED_SESSION_RETENTION_DAYS})
+        returning token_hash`,
+  );
+  return deleted.length;
+}

@@ -104,6 +104,7 @@ describe("origin_worker_ticks_total on an origin running every worker", () => {
     "identity-sweep",
     "key-batch-sweeper",
     "key-pool-refill",
+    "operator_sessions_retention",
     "state-counts-fold",
     "tx-tracker",
     "webhooks_delivery",
