@@ -1,19 +1,12 @@
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { describe, expect, it } from "vitest";
-import { programArgs } from "../ops/lib/program-bundles.mjs";
-import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
+import { connectStdioHost, resultText, type ToolResult } from "./testing/stdio-host.ts";
 
 // `npm run mcp` as an MCP host runs it (the official client, its default request timeout), against
 // a gateway in an outage that answers every transfer 503 with the longest Retry-After the client
 // waits out (30 s). Getting the gateway to say so for a minute is not possible on demand, so a
 // loopback server stands in for it.
-
-const TOKEN = `agt_${"ab".repeat(16)}_${"cd".repeat(32)}`;
-
-type ToolResult = { isError?: boolean; content: Array<{ type: string; text?: string }> };
 
 describe("npm run mcp against a gateway answering 503 with Retry-After", () => {
   it("a transfer answers before the host's timeout: ServiceUnavailable with its key and retry_after, no pause past the call's deadline", async () => {
@@ -27,25 +20,17 @@ describe("npm run mcp against a gateway answering 503 with Retry-After", () => {
         JSON.stringify({ error: { code: "service_unavailable", message: "the service is unavailable" } }),
       );
     });
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: programArgs("mcp/main.ts"),
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH ?? "", AGENT_TOKEN: TOKEN, AGENT_BASE_URL: `${gateway.url}/77` },
-      stderr: "pipe",
-    });
-    const client = new Client({ name: "mcp-test", version: "1.0.0" });
+    const host = await connectStdioHost(`${gateway.url}/77`);
     try {
-      await client.connect(transport);
       const started = Date.now();
       // Without the deadline the client pauses 30 s twice, and the host's 60 s timeout ends the
       // call first with McpError -32001 "Request timed out": the agent never learns the key.
-      const result = (await client.callTool({
+      const result = (await host.client.callTool({
         name: "transfer",
         arguments: { to: `0x${"11".repeat(20)}`, amount: "1000" },
       })) as ToolResult;
       expect(Date.now() - started).toBeLessThan(DEFAULT_REQUEST_TIMEOUT_MSEC);
-      const text = result.content.map((part) => part.text ?? "").join("");
+      const text = resultText(result);
       expect(result.isError, text).toBe(true);
       const { error } = JSON.parse(text) as { error: Record<string, unknown> };
       expect(error).toMatchObject({
@@ -56,7 +41,7 @@ describe("npm run mcp against a gateway answering 503 with Retry-After", () => {
       });
       expect(new Set(keys)).toEqual(new Set([error.idempotency_key]));
     } finally {
-      await client.close();
+      await host.close();
       await gateway.close();
     }
   }, 120_000);

@@ -1,20 +1,15 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { describe, expect, it } from "vitest";
 import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
+import { connectStdioHost, HOST_TOKEN, resultText, type ToolResult } from "./testing/stdio-host.ts";
 
 // `npm run mcp` as an MCP host runs it (the official client, its default request timeout), against
 // a gateway that takes each request and never answers. The gateway never stalls so on its own, so
 // a loopback server stands in for the fault only (a proxy or a host before it that hangs).
-
-const TOKEN = `agt_${"ab".repeat(16)}_${"cd".repeat(32)}`;
-
-type ToolResult = { isError?: boolean; content: Array<{ type: string; text?: string }> };
 
 // Its two tests wait out the server's real 50 s deadline (inside the host's real 60 s), each with
 // its own gateway and server: side by side, the file takes one wait instead of two.
@@ -30,27 +25,15 @@ describe.concurrent("npm run mcp against a gateway that stalls", () => {
       keys.push((JSON.parse(body) as { idempotency_key: string }).idempotency_key);
       // Takes the request, answers nothing.
     });
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: programArgs("mcp/main.ts"),
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH ?? "", AGENT_TOKEN: TOKEN, AGENT_BASE_URL: `${gateway.url}/77` },
-      stderr: "pipe",
-    });
-    let stderr = "";
-    transport.stderr?.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const client = new Client({ name: "mcp-test", version: "1.0.0" });
+    const host = await connectStdioHost(`${gateway.url}/77`);
     try {
-      await client.connect(transport);
       const started = Date.now();
-      const result = (await client.callTool({
+      const result = (await host.client.callTool({
         name: "transfer",
         arguments: { to: `0x${"11".repeat(20)}`, amount: "1000" },
       })) as ToolResult;
       expect(Date.now() - started).toBeLessThan(DEFAULT_REQUEST_TIMEOUT_MSEC);
-      const text = result.content.map((part) => part.text ?? "").join("");
+      const text = resultText(result);
       expect(result.isError).toBe(true);
       const { error } = JSON.parse(text) as { error: Record<string, unknown> };
       expect(error).toMatchObject({
@@ -61,9 +44,9 @@ describe.concurrent("npm run mcp against a gateway that stalls", () => {
       expect(error.message).toMatch(/no answer from POST .* in time \(no whole answer within 50 s/);
       expect(keys.length).toBeGreaterThan(0);
       expect(new Set(keys)).toEqual(new Set([error.idempotency_key]));
-      expect(`${text}${stderr}`).not.toContain(TOKEN);
+      expect(`${text}${host.stderr()}`).not.toContain(HOST_TOKEN);
     } finally {
-      await client.close();
+      await host.close();
       await gateway.close();
     }
   }, 120_000);
@@ -81,7 +64,7 @@ describe.concurrent("npm run mcp against a gateway that stalls", () => {
     });
     const child = spawn(process.execPath, programArgs("mcp/main.ts"), {
       cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH, AGENT_TOKEN: TOKEN, AGENT_BASE_URL: `${gateway.url}/77` },
+      env: { PATH: process.env.PATH, AGENT_TOKEN: HOST_TOKEN, AGENT_BASE_URL: `${gateway.url}/77` },
       stdio: ["pipe", "ignore", "pipe"],
     });
     let stderr = "";
@@ -111,7 +94,7 @@ describe.concurrent("npm run mcp against a gateway that stalls", () => {
       child.stdin.end();
       const [code, signal] = await exited;
       expect({ code, signal }, stderr).toEqual({ code: 0, signal: null });
-      expect(stderr).not.toContain(TOKEN);
+      expect(stderr).not.toContain(HOST_TOKEN);
     } finally {
       clearTimeout(killer);
       child.kill("SIGKILL");
