@@ -1,11 +1,13 @@
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { describe, expect, it } from "vitest";
-import { programArgs } from "../ops/lib/program-bundles.mjs";
-import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
-import { connectStdioHost, HOST_TOKEN, resultText, type ToolResult } from "./testing/stdio-host.ts";
+import {
+  connectStdioHost,
+  HOST_TOKEN,
+  resultText,
+  spawnBareServer,
+  type ToolResult,
+} from "./testing/stdio-host.ts";
 
 // `npm run mcp` as an MCP host runs it (the official client, its default request timeout), against
 // a gateway that takes each request and never answers. The gateway never stalls so on its own, so
@@ -62,39 +64,23 @@ describe.concurrent("npm run mcp against a gateway that stalls", () => {
       received();
       // Takes the request, answers nothing.
     });
-    const child = spawn(process.execPath, programArgs("mcp/main.ts"), {
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH, AGENT_TOKEN: HOST_TOKEN, AGENT_BASE_URL: `${gateway.url}/77` },
-      stdio: ["pipe", "ignore", "pipe"],
-    });
-    let stderr = "";
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const exited = once(child, "exit") as Promise<[number | null, NodeJS.Signals | null]>;
-    const send = (message: unknown): void => {
-      child.stdin.write(`${JSON.stringify(message)}\n`);
-    };
+    const server = spawnBareServer(`${gateway.url}/77`, "ignore");
+    const { child } = server;
     const killer = setTimeout(() => child.kill("SIGKILL"), 80_000);
     try {
-      send({
+      server.initialize();
+      server.send({
         jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: {
-          protocolVersion: "2025-06-18",
-          capabilities: {},
-          clientInfo: { name: "test", version: "1" },
-        },
+        id: 2,
+        method: "tools/call",
+        params: { name: "balance", arguments: {} },
       });
-      send({ jsonrpc: "2.0", method: "notifications/initialized" });
-      send({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "balance", arguments: {} } });
       await reached;
       // The host is gone: its end of the server's stdin closes.
       child.stdin.end();
-      const [code, signal] = await exited;
-      expect({ code, signal }, stderr).toEqual({ code: 0, signal: null });
-      expect(stderr).not.toContain(HOST_TOKEN);
+      const [code, signal] = await server.exited;
+      expect({ code, signal }, server.stderr()).toEqual({ code: 0, signal: null });
+      expect(server.stderr()).not.toContain(HOST_TOKEN);
     } finally {
       clearTimeout(killer);
       child.kill("SIGKILL");
