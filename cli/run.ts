@@ -36,6 +36,7 @@ import { type FetchLike, networkErrorCode } from "../client/request.ts";
 import { NATIVE_DECIMALS } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
+import { idempotencyKeyProblem } from "../shared/idempotency-key.ts";
 import { formatEventLine, formatHuman, proofProgressLine } from "./format.ts";
 import { nodeFetch } from "./node-fetch.ts";
 import { parseTimeoutSeconds, REQUEST_TIMEOUT_SECONDS, withRequestTimeout } from "./request-timeout.ts";
@@ -61,6 +62,12 @@ export type CliIo = {
 
 export const EXIT_OK = 0;
 export const EXIT_USAGE = 2;
+/**
+ * `pay`: the resource answered, with an error status of its own (4xx or 5xx), printed as any answer
+ * (its first line says whether it was paid). Exit 0 told a script that a 404 or a 500 had bought it
+ * something.
+ */
+export const EXIT_RESOURCE_ERROR = 28;
 
 const COMMANDS = [
   "network",
@@ -149,6 +156,8 @@ export function helpText(): string {
     `   ${EXIT_OK}  success`,
     `   ${EXIT_USAGE}  usage: an unknown command or option, a missing argument, AGENT_TOKEN unset`,
     ...codes,
+    `  ${EXIT_RESOURCE_ERROR}  pay: the resource's own answer is an error (4xx or 5xx), printed as any; its first line`,
+    "      says whether it was paid",
   ].join("\n");
 }
 
@@ -235,6 +244,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   });
 
   try {
+    if (values.key !== undefined) checkKeyArgument(values.key);
     let result: unknown;
     if (command === "register") {
       // A service with the proof of work on: solved without asking; one line on stderr once it
@@ -443,9 +453,21 @@ async function runCommand(
         body = JSON.parse(text);
       } catch {}
       // The settlement decoded: the transaction that paid is what the agent keeps as its receipt.
-      return { status: response.status, settlement: paymentSettlement(response) ?? null, body };
+      const answer = { status: response.status, settlement: paymentSettlement(response) ?? null, body };
+      return response.status >= 400 ? new Exited(answer, EXIT_RESOURCE_ERROR) : answer;
     }
   }
+}
+
+/**
+ * `--key K` as the gateway takes it, or ValidationFailed (exit 6) before anything is sent: an empty
+ * one (`--key "$KEY"` with KEY unset, in a retry) reached the gateway only to be refused there.
+ */
+function checkKeyArgument(key: string): void {
+  const problem = idempotencyKeyProblem(key);
+  if (problem === undefined) return;
+  const unset = key === "" ? ' (an empty --key "$KEY" is usually a KEY that is not set)' : "";
+  throw new ValidationFailed(`--key: ${problem}${unset}`, { code: "validation_failed" });
 }
 
 /** The resource `pay` asks: an http(s) URL, or ValidationFailed (exit 6) before anything is sent. */

@@ -7,13 +7,18 @@ import { ACTION_KINDS, ACTION_STATUSES } from "./action-status.ts";
 import { CAPABILITIES, RPC_MAX_BATCH, RPC_MAX_BATCH_BYTES, WEI_PER_UNIT } from "./constants.ts";
 import { addressSchema } from "./enclave-ops.ts";
 import { ERROR_STATUS, type ErrorCode } from "./error-codes.ts";
+import {
+  IDEMPOTENCY_KEY_MAX_LENGTH,
+  IDEMPOTENCY_KEY_MESSAGES,
+  IDEMPOTENCY_KEY_PATTERN,
+} from "./idempotency-key.ts";
 
 /** Printable ASCII without spaces, 1–128 characters: unique per agent and operation kind. */
 export const idempotencyKeySchema = z
   .string({ error: "idempotency_key must be a string" })
-  .min(1, "idempotency_key must not be empty")
-  .max(128, "idempotency_key must be at most 128 characters")
-  .regex(/^[\x21-\x7e]+$/, "idempotency_key must be printable ASCII without spaces");
+  .min(1, IDEMPOTENCY_KEY_MESSAGES.empty)
+  .max(IDEMPOTENCY_KEY_MAX_LENGTH, IDEMPOTENCY_KEY_MESSAGES.tooLong)
+  .regex(IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_MESSAGES.pattern);
 
 const MAX_UINT256 = (1n << 256n) - 1n;
 
