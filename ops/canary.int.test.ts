@@ -132,6 +132,10 @@ describe("npm run canary (the live switch canary)", () => {
     expect(unreachable.code).toBe(2);
     expect(unreachable.stdout).toContain("canary: do not switch:");
     expect(unreachable.stdout).toContain("retryable signer_unreachable");
+    // Where it looked and what to check, as the other operator tools say it.
+    expect(unreachable.stdout).toContain(
+      `at ${path.join(backupDir, "none.sock")}: is the stack started (npm start)? Another socket is --socket PATH or AGENT_SIGNER_SVC_HSM_ENDPOINT`,
+    );
 
     await enclave.start({ profile: "bridge_operator" });
     try {

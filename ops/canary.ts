@@ -13,7 +13,9 @@ import { parseArgs } from "node:util";
 import { openDatabase } from "../origin/db/open.ts";
 import { CANARY_EXIT, runCanary } from "../origin/identity/canary.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
+import { socketPathOfEndpoint } from "../origin/signer/endpoint.ts";
 import { type CliContext, type CliOutcome, DONE, refused, runCli } from "./lib/cli-shell.ts";
+import { withSocketHint } from "./lib/enclave-unreachable.ts";
 import { nodeConfig } from "./lib/node-config.ts";
 import { checkSocketFlag, DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts";
 
@@ -30,12 +32,16 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     ? `unix://${path.resolve(socket)}`
     : (config.signer.endpoint ?? `unix://${path.resolve(DEFAULT_POLICY_SOCKET)}`);
   // The canary exercises the live client whatever the switch says: it decides whether to flip it.
-  const signer = createSignerClient({
-    endpoint,
-    liveIdentityEnabled: true,
-    requestTimeoutMs: 5_000,
-    connectTimeoutMs: 2_000,
-  });
+  // An enclave it cannot reach says where it looked, as for the other operator tools.
+  const signer = withSocketHint(
+    createSignerClient({
+      endpoint,
+      liveIdentityEnabled: true,
+      requestTimeoutMs: 5_000,
+      connectTimeoutMs: 2_000,
+    }),
+    socketPathOfEndpoint(endpoint),
+  );
   const database = await openDatabase(config, 1);
   try {
     const result = await runCanary(database.db, signer, { envId: config.envId });
