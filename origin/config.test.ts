@@ -342,7 +342,23 @@ describe("configuration", () => {
     expect(config.ok && config.value.console).toEqual({
       rpId: "console.example.com",
       origin: "http://console.example.com:8788",
+      allowedHosts: ["console.example.com"],
     });
+  });
+
+  it("takes CONSOLE_ALLOWED_HOSTS as host names beside CONSOLE_ORIGIN's, and refuses one with a port", () => {
+    const config = parseConfig({
+      CONSOLE_ORIGIN: "https://console.example.com",
+      CONSOLE_ALLOWED_HOSTS: " Prometheus.Internal ,origin-1.svc,,console.example.com",
+    });
+    expect(config.ok && config.value.console.allowedHosts).toEqual([
+      "console.example.com",
+      "prometheus.internal",
+      "origin-1.svc",
+    ]);
+    expect(errorsOf({ CONSOLE_ALLOWED_HOSTS: "origin-1.svc:8788" })).toEqual([
+      "CONSOLE_ALLOWED_HOSTS: must be host names without port, comma-separated",
+    ]);
   });
 
   it("parses money as bigint units and trusted proxies as CIDRs of both families", () => {

@@ -279,6 +279,22 @@ const envSchema = z.object({
     .optional(),
   /** Ours: the console's origin as the browser names it (scheme, host, port); default http://RP_ID:ORIGIN_PORT. */
   CONSOLE_ORIGIN: httpUrl("must be an http(s) origin").optional(),
+  /**
+   * Ours: more host names the console and `/metrics` answer at, besides CONSOLE_ORIGIN's host,
+   * localhost and IP addresses (a scraper's service name), comma-separated (http/cross-site.ts).
+   */
+  CONSOLE_ALLOWED_HOSTS: z
+    .string()
+    .transform((value) =>
+      value
+        .split(",")
+        .map((host) => host.trim().toLowerCase())
+        .filter((host) => host !== ""),
+    )
+    .pipe(
+      z.array(z.string().regex(/^[a-z0-9.-]{1,253}$/, "must be host names without port, comma-separated")),
+    )
+    .optional(),
 
   AGENT_SIGNER_SVC_HSM_ENDPOINT: z
     .string()
@@ -420,7 +436,7 @@ export type Config = {
     rpcAnswerDeadlineMs: number;
   };
   /** The console's WebAuthn relying party: what enrolled passkeys are bound to. */
-  console: { rpId: string; origin: string };
+  console: { rpId: string; origin: string; allowedHosts: readonly string[] };
   keyPool: { target: number; batchSize: number; stuckAfterSeconds: number; backupDir: string };
   /** Public registration's proof of work: its base difficulty in bits, 0 when off. */
   registration: { proofOfWorkBits: number };
@@ -574,14 +590,19 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
 function consoleRelyingParty(env: {
   CONSOLE_RP_ID?: string | undefined;
   CONSOLE_ORIGIN?: string | undefined;
+  CONSOLE_ALLOWED_HOSTS?: string[] | undefined;
   ORIGIN_HOST: string;
   ORIGIN_PORT: number;
-}): { rpId: string; origin: string } {
+}): Config["console"] {
   const rpId = env.CONSOLE_RP_ID ?? (isLoopbackHost(env.ORIGIN_HOST) ? "localhost" : env.ORIGIN_HOST);
   const origin = env.CONSOLE_ORIGIN
     ? new URL(env.CONSOLE_ORIGIN).origin
     : `http://${rpId}:${env.ORIGIN_PORT}`;
-  return { rpId, origin };
+  // An origin that does not parse (an IP address as ORIGIN_HOST, which a passkey cannot use either)
+  // leaves localhost, IP addresses and CONSOLE_ALLOWED_HOSTS.
+  const own = URL.canParse(origin) ? [new URL(origin).hostname] : [];
+  const allowedHosts = [...new Set([...own, ...(env.CONSOLE_ALLOWED_HOSTS ?? [])])];
+  return { rpId, origin, allowedHosts };
 }
 
 function isLoopbackHost(host: string): boolean {

@@ -12,13 +12,13 @@ import { type Browser, chromium as playwright } from "playwright-core";
  */
 const WEAKENING_FLAGS = new Set(["--disable-web-security", "--allow-running-insecure-content"]);
 
-export async function launchBrowser(): Promise<Browser> {
+export async function launchBrowser(options: { extraArgs?: readonly string[] } = {}): Promise<Browser> {
   // No WebGL: the console draws nothing with it (its charts are SVG), and the package's software
   // GL for it (SwiftShader) cost Chromium about a sixth more CPU over the console's files.
   chromium.setGraphicsMode = false;
   return playwright.launch({
     executablePath: await chromium.executablePath(),
-    args: chromium.args.filter((flag) => !WEAKENING_FLAGS.has(flag)),
+    args: [...chromium.args.filter((flag) => !WEAKENING_FLAGS.has(flag)), ...(options.extraArgs ?? [])],
     headless: true,
   });
 }

@@ -121,4 +121,75 @@ describe("the console's API requested by a page of another origin (real Chromium
     expect(configured).not.toBe(addressed);
     expect((await calls.get("/operations", { headers: { origin: configured } })).status).toBe(200);
   });
+
+  // DNS rebinding: a site's page, once open, has its name point at this node, so its requests
+  // reach the console as the site's own origin: on plain http the browser sends no Sec-Fetch-Site,
+  // a read no Origin, and the page may set a (wrong) token header. Chromium resolves the name to
+  // loopback by a resolver rule and the page's first document is served by the test in the site's
+  // place: the flip of the site's DNS, which cannot be made for real here, is what those two stand
+  // for. Chromium's own defence (Private Network Access: a page of a public address may not ask a
+  // loopback one) is turned off, as the browsers without it (Firefox, Safari) have none.
+  it("refuses uncounted requests addressed to a name that is not the console's (DNS rebinding): the operator is not locked out", async () => {
+    const port = new URL(origin.url).port;
+    const site = `http://rebind.test:${port}`;
+    const api = `${site}${origin.deps.config.http.basePath}/admin/agents`;
+    const rebound = await launchBrowser({
+      extraArgs: [
+        "--host-resolver-rules=MAP rebind.test 127.0.0.1",
+        "--disable-features=BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults,LocalNetworkAccessChecks",
+      ],
+    });
+    const before = logLines.length;
+    try {
+      const page = await (await rebound.newContext()).newPage();
+      await page.route(`${site}/start`, (route) =>
+        route.fulfill({
+          contentType: "text/html; charset=utf-8",
+          body: `<!doctype html><title>rebind</title>
+           <script>
+             const reads = Array.from({ length: ${REQUESTS} }, (_, i) =>
+               fetch(${JSON.stringify(`${api}/operations`)} + "?n=" + i, {
+                 headers: { "x-admin-api-token": "guess-" + i },
+               }).then((r) => r.status, () => 0));
+             const posts = Array.from({ length: ${REQUESTS} }, () =>
+               fetch(${JSON.stringify(`${api}/session`)}, {
+                 method: "POST", body: JSON.stringify({ response: { id: "x" } }),
+               }).then((r) => r.status, () => 0));
+             Promise.all([...reads, ...posts]).then((statuses) => { window.statuses = statuses; document.title = "sent"; });
+           </script>`,
+        }),
+      );
+      await page.goto(`${site}/start`);
+      await page.waitForFunction("document.title === 'sent'");
+      // The page reads its answers (to the browser it is the same origin): each refused.
+      const statuses = (await page.evaluate("window.statuses")) as number[];
+      expect(statuses).toEqual(Array.from({ length: 2 * REQUESTS }, () => 403));
+    } finally {
+      await rebound.close();
+    }
+    const answered = logLines
+      .slice(before)
+      .map((line) => JSON.parse(line) as { msg?: string; status?: number })
+      .filter((line) => line.msg === "request")
+      .map((line) => line.status);
+    expect(answered.filter((status) => status === 401 || status === 429)).toEqual([]);
+    // The operator, from the same address, by the console's own names and a tool's.
+    const calls = consoleCalls(origin.base, { admin: secrets.adminToken });
+    expect((await calls.get("/operations")).status).toBe(200);
+    expect((await calls.get("/operations", { headers: { "sec-fetch-site": "same-origin" } })).status).toBe(
+      200,
+    );
+    const local = consoleCalls(`http://localhost:${port}${origin.deps.config.http.basePath}`, {
+      admin: secrets.adminToken,
+    });
+    expect((await local.get("/operations", { headers: { "sec-fetch-site": "same-origin" } })).status).toBe(
+      200,
+    );
+    // A tool by another name is refused too (a page's read cannot be told from it), saying what to do.
+    const named = await calls.get("/operations", { headers: { host: `rebind.test:${port}` } });
+    expect(named.status).toBe(403);
+    expect((named.body as { error: { message: string } }).error.message).toContain("CONSOLE_ALLOWED_HOSTS");
+    const metrics = await send(`${origin.base}/metrics`, { headers: { host: `rebind.test:${port}` } });
+    expect(metrics.status).toBe(403);
+  });
 });

@@ -60,7 +60,7 @@ export function createConsoleRouter(
   });
   // Before any credential is checked, so another origin's requests count as no failure of the
   // operator's address; the page itself (`{base}/admin/agents`) is let through.
-  const sameOriginOnly = refuseCrossSite(deps.config.http.basePath, deps.config.console.origin);
+  const sameOriginOnly = refuseCrossSite(deps.config.http.basePath, deps.config.console);
   router.use("/admin/agents/*", sameOriginOnly);
   router.use("/metrics", sameOriginOnly);
   const auth = createAdminAuth({
