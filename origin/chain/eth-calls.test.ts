@@ -110,6 +110,17 @@ describe("reading a call's result", () => {
     expect(receipt(value)).toEqual(read);
   });
 
+  it("a receipt read for one transaction that names another is not read (a garbled batch answer)", () => {
+    const read = ethGetTransactionReceipt(hash).parse;
+    expect(read({ ...mined, transactionHash: `0x${"cd".repeat(32)}` })).toBeUndefined();
+    expect(read({ ...mined, transactionHash: hash.toUpperCase().replace("0X", "0x") })).toEqual({
+      status: "confirmed",
+      feeWei: 63_000n,
+      blockNumber: 16n,
+    });
+    expect(read(null)).toBeNull();
+  });
+
   const histories: Array<[name: string, value: unknown, read: bigint | undefined]> = [
     ["the last base fee is the next block's", { baseFeePerGas: ["0x1", "0x7"] }, 7n],
     ["no base fees", { baseFeePerGas: [] }, undefined],

@@ -36,11 +36,16 @@ export function text(value: unknown): string | undefined {
 
 /**
  * An eth_getTransactionReceipt result: null while the transaction is not mined. A receipt without a
- * status of 0 or 1 or a block number is not read; a gas used or price left out counts as 0.
+ * status of 0 or 1 or a block number is not read; a gas used or price left out counts as 0. Asked
+ * for `txHash`, a receipt naming another transaction is not read either: a batch answer matched by
+ * id (json-rpc-call.ts) whose ids a node or balancer garbled would otherwise end an unmined
+ * transaction with another's receipt.
  */
-export function receipt(value: unknown): Receipt | null | undefined {
+export function receipt(value: unknown, txHash?: string): Receipt | null | undefined {
   if (value === null) return null;
   if (typeof value !== "object") return undefined;
+  if (txHash !== undefined && "transactionHash" in value && !sameHash(value.transactionHash, txHash))
+    return undefined;
   const status = "status" in value ? quantity(value.status) : undefined;
   const blockNumber = "blockNumber" in value ? quantity(value.blockNumber) : undefined;
   const gasUsed = optionalQuantity("gasUsed" in value ? value.gasUsed : undefined);
@@ -48,6 +53,10 @@ export function receipt(value: unknown): Receipt | null | undefined {
   if ((status !== 0n && status !== 1n) || blockNumber === undefined) return undefined;
   if (gasUsed === undefined || gasPrice === undefined) return undefined;
   return { status: status === 1n ? "confirmed" : "reverted", feeWei: gasUsed * gasPrice, blockNumber };
+}
+
+function sameHash(named: unknown, txHash: string): boolean {
+  return typeof named === "string" && named.toLowerCase() === txHash.toLowerCase();
 }
 
 function optionalQuantity(value: unknown): bigint | undefined {
@@ -98,7 +107,7 @@ export function ethMaxPriorityFeePerGas(): RpcCall<bigint> {
 }
 
 export function ethGetTransactionReceipt(txHash: string): RpcCall<Receipt | null> {
-  return { method: "eth_getTransactionReceipt", params: [txHash], parse: receipt };
+  return { method: "eth_getTransactionReceipt", params: [txHash], parse: (value) => receipt(value, txHash) };
 }
 
 export function ethSendRawTransaction(rawTx: string): RpcCall<string> {
