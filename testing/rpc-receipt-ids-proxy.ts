@@ -2,10 +2,10 @@
  * A fault injector: a JSON-RPC pass-through (to the devnet, or another pass-through) that garbles
  * the answers to receipt reads the way a broken load balancer does. `unanswered`: every
  * eth_getTransactionReceipt is answered with an error (a node that cannot read receipts for a
- * while). `oneId`: a batch of two or more receipt reads is answered with every item carrying the
- * first request's id (a balancer that split the batch over its nodes and put it back together
- * without the ids), so the items' contents are the devnet's own but no longer say which call they
- * answer. A node's garbled batch cannot be produced on demand, so this is a fake, named as such.
+ * while). `rotatedIds`: a batch of two or more receipt reads is answered with each call's id on the
+ * next call's answer (a balancer that split the batch over its nodes and put it back together with
+ * the ids out of step), so the items' contents are the devnet's own and every id appears once, but
+ * no item answers the call its id names. A node's garbled batch cannot be produced on demand, so this is a fake, named as such.
  * Everything else passes through unchanged. Loopback only.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -13,13 +13,13 @@ import { startLoopbackServer } from "./loopback-server.ts";
 
 type RpcRequest = { jsonrpc: "2.0"; id: unknown; method: string; params?: unknown[] };
 
-export type ReceiptIdsMode = "through" | "unanswered" | "oneId";
+export type ReceiptIdsMode = "through" | "unanswered" | "rotatedIds";
 
 export type RpcReceiptIdsProxy = {
   url: string;
   /** How receipt reads are answered from now on. */
   setMode(mode: ReceiptIdsMode): void;
-  /** Batches of receipt reads answered with one id (`oneId`) so far. */
+  /** Batches of receipt reads answered with their ids out of step (`rotatedIds`) so far. */
   readonly garbled: number;
   close(): Promise<void>;
 };
@@ -48,7 +48,7 @@ export async function startRpcReceiptIdsProxy(targetUrl: string): Promise<RpcRec
       response.end(JSON.stringify(Array.isArray(parsed) ? answers : answers[0]));
       return;
     }
-    if (mode === "oneId" && Array.isArray(parsed) && requests.length >= 2 && receiptsOnly) {
+    if (mode === "rotatedIds" && Array.isArray(parsed) && requests.length >= 2 && receiptsOnly) {
       const answer = await fetch(targetUrl, {
         method: "POST",
         headers: { "content-type": "application/json" },
@@ -56,9 +56,11 @@ export async function startRpcReceiptIdsProxy(targetUrl: string): Promise<RpcRec
       });
       const items = (await answer.json()) as Array<{ id: unknown }>;
       const byId = new Map(items.map((item) => [item.id, item]));
-      const firstId = requests[0]!.id;
-      // The devnet's own answers, in the order asked, each now naming the first call.
-      const relabelled = requests.map((item) => ({ ...byId.get(item.id), id: firstId }));
+      // The devnet's own answers, in the order asked, each now naming the call before it.
+      const relabelled = requests.map((item, index) => ({
+        ...byId.get(requests[(index + 1) % requests.length]!.id),
+        id: item.id,
+      }));
       garbled++;
       response.writeHead(200, { "content-type": "application/json" });
       response.end(JSON.stringify(relabelled));

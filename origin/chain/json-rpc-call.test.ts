@@ -133,18 +133,14 @@ describe("reading a batch's answer", () => {
       [err({ code: "missing" }), err({ code: "missing" }), err({ code: "missing" })],
     ],
     [
-      "a repeated id: the last item",
+      "a repeated id (garbled ids): no item is trusted, bad_body for every call",
       ok([
         { id: 0, result: "0x1" },
+        { id: 1, result: "0x2" },
         { id: 0, result: "0x9" },
-        { id: 1, error: { code: -32000, message: "m" } },
-        { id: 2, result: "nope" },
+        { id: 2, result: "0x3" },
       ]),
-      [
-        ok(9n),
-        err({ code: "rpc_error", error: { code: -32000, message: "m" } }),
-        err({ code: "unparseable" }),
-      ],
+      Array(3).fill(err({ code: "upstream", failure: "bad_body" })),
     ],
     [
       "an answer that is no batch: bad_body for every call",

@@ -94,10 +94,19 @@ async function sendCalls(rpc: Sender, calls: RpcBatchCalls): Promise<unknown[]> 
       items.fill(new Failed("bad_body"), start, end);
       continue;
     }
+    const seen = new Set<number>();
     for (const item of answer.value) {
       const id: unknown = typeof item === "object" && item !== null && "id" in item ? item.id : undefined;
-      // A repeated id: the last item wins.
-      if (typeof id === "number" && Number.isInteger(id) && id >= start && id < end) items[id] = item;
+      if (typeof id !== "number" || !Number.isInteger(id) || id < start || id >= end) continue;
+      // A repeated id: a node or balancer garbled the ids, so no item of the part can be trusted to
+      // answer the call its id names (one sender's nonce read as another's, one transaction's
+      // receipt as another's). Each call of the part is unanswered.
+      if (seen.has(id)) {
+        items.fill(new Failed("bad_body"), start, end);
+        break;
+      }
+      seen.add(id);
+      items[id] = item;
     }
   }
   return readList(calls, { items, next: 0 });

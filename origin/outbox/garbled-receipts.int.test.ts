@@ -10,9 +10,10 @@ import { startRpcRefusalProxy } from "../../testing/rpc-refusal-proxy.ts";
 import { useFixture, useMoneyStack } from "../../testing/stack.ts";
 import { queryRows } from "../db/client.ts";
 
-// A node whose batch answer to receipt reads no longer says which item answers which call: every
-// item carries the first call's id (a load balancer that split the batch and put it back together
-// without the ids). An item is matched to its call by id (json-rpc-call.ts), so a receipt read for
+// A node whose batch answer to receipt reads no longer says which item answers which call: each
+// id is on the next call's answer, every id once (a load balancer that split the batch and put it
+// back together with the ids out of step; ids that repeat are refused whole, json-rpc-call.ts). An
+// item is matched to its call by id (json-rpc-call.ts), so a receipt read for
 // one transaction can be another's; a receipt names its own transaction (transactionHash), and one
 // that names another must never end this one. The garbled answers come from a FAKE, a pass-through
 // (testing/rpc-receipt-ids-proxy.ts) in front of a second one that drops a chosen broadcast
@@ -74,9 +75,8 @@ describe("a node that garbles the ids of a batch of receipt reads (real processe
     await expect.poll(() => statusOf(mined!.wallet), { timeout: 10_000 }).toBe("submitted");
 
     // The tracker reads both receipts in one batch (the dropped transfer first: it was recorded
-    // first), and every item of the answer names the first call: the dropped transfer's id
-    // carries the mined one's receipt.
-    garbling.setMode("oneId");
+    // first), the ids out of step: the dropped transfer's id carries the mined one's receipt.
+    garbling.setMode("rotatedIds");
     // Three garbled reads (the tracker reads in turn, so the first's outcome is recorded by then),
     // or the transfer's end recorded before them, which is the defect.
     await expect
