@@ -19,6 +19,9 @@ export type ReceivedDelivery = {
   /** A `v1a` signature verified against a published key (node:crypto). */
   v1a: boolean;
   path: string;
+  /** The body as it came and the three headers: what a test verifies with another secret. */
+  raw: string;
+  headers: { "webhook-id": string; "webhook-timestamp": string; "webhook-signature": string };
 };
 
 /**
@@ -107,6 +110,8 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
         v1,
         v1a,
         path: request.url ?? "",
+        raw,
+        headers,
       });
     }
     if (receiver.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, receiver.delayMs));

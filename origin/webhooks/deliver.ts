@@ -175,7 +175,7 @@ async function attempt(deps: DeliverDeps, delivery: ClaimedDelivery): Promise<At
       "webhook-id": webhookId,
       "webhook-timestamp": String(timestamp),
       "webhook-signature": signatureHeader({
-        secret: delivery.secret,
+        secrets: delivery.secrets,
         keys: deps.keys,
         webhookId,
         timestamp,
