@@ -44,6 +44,8 @@ export type WebhookReceiver = {
   secret: string;
   /** The connections open to it now (the origin's, whatever state their requests are in). */
   openConnections(): number;
+  /** The most connections it has had open at once. */
+  peakConnections(): number;
   /** Loads the origin's published keys (only those `keep` accepts, when given: a receiver's trust list). */
   loadKeys(keysUrl: string, keep?: (jwk: Record<string, string>) => boolean): Promise<void>;
   stop(): Promise<void>;
@@ -56,6 +58,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
   let keys: KeyObject[] = [];
   let server: Server | undefined;
   let port = 0;
+  let peak = 0;
   const receiver: WebhookReceiver = {
     url: "",
     received: [],
@@ -64,6 +67,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
     delayMs: 0,
     secret: "",
     openConnections: () => sockets.size,
+    peakConnections: () => peak,
     async loadKeys(keysUrl, keep = () => true) {
       const response = await fetch(keysUrl);
       const set = (await response.json()) as { keys: Array<Record<string, string>> };
@@ -131,6 +135,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
       });
       next.on("connection", (socket) => {
         sockets.add(socket);
+        peak = Math.max(peak, sockets.size);
         socket.once("close", () => sockets.delete(socket));
       });
       next.listen(port, "127.0.0.1", () => {

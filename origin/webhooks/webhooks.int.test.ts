@@ -180,6 +180,29 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", B
     expect((await deliveriesOf(fixture, endpoint.id)).every((row) => row.attempts === 1)).toBe(true);
   });
 
+  it.sequential("a receiver that answers 2xx and never ends its body holds no more of the origins' connections at once than the endpoint's share of their slots", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.abandoned"]);
+    receiver.answer = () => ({ status: 200, bodyNeverEnds: true });
+    // Far more events than the endpoint's share of two origins' slots (8 each), all due at once.
+    const ids = await writeEvents(fixture, "action.abandoned", 60, "many bodies never end");
+    await until(
+      "every event delivered",
+      async () => {
+        const rows = await deliveriesOf(fixture, endpoint.id);
+        return rows.length === ids.length && rows.every((row) => row.status === "delivered");
+      },
+      30_000,
+    );
+    // Each connection is held to the attempt's timeout by the body: one per slot, as a receiver
+    // that hangs holds its share, not one per delivery the slots went on to send meanwhile.
+    expect(receiver.peakConnections()).toBeLessThanOrEqual(2 * 8);
+    await until(
+      "no connection open to the receiver",
+      () => receiver.openConnections() === 0,
+      TIMEOUT_MS + 1_000,
+    );
+  });
+
   it.sequential("ends a delivery failed after the last attempt of the schedule", async () => {
     const { receiver, endpoint } = await receiverFor(["action.reverted"]);
     receiver.answer = () => ({ status: 500 });
