@@ -100,6 +100,11 @@ describe("the operator tools check a command line before they open the database"
     ["ops/funding.ts", ["revoke", "--id", AGENT, "--reason", "r", "--all"], /revoke takes no --all/],
     ["ops/webhooks.ts", ["list", "--id", AGENT], /^webhooks: list takes no --id\n/],
     ["ops/webhooks.ts", ["retire-key", "--kid", "abc", "--reason", "r"], /retire-key takes no --reason/],
+    [
+      "ops/webhooks.ts",
+      ["rotate-secret", "--id", "0b7c7d5e-0000-4000-8000-000000000001", "--overlap-hours", "1.5"],
+      /--overlap-hours must be a whole number of hours from 0 to 168/,
+    ],
     ["ops/x402-resources.ts", ["list", "--url", "https://example.com/a"], /list takes no --url/],
     [
       "ops/x402-resources.ts",

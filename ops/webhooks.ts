@@ -9,9 +9,11 @@
  *   replay --id ID [--from EVENT_ID | --event EVENT_ID]
  *                                            queues its events again (from that id, or that one
  *                                            event), re-enabling it
+ *   rotate-secret --id ID [--overlap-hours H] prints a new secret, once; the old one signs beside
+ *                                            it for H hours (24; 0 stops it at once)
  *   add-key                                  appends a new signing key to AGENT_WEBHOOKS_SIGNING_KEY_FILE
  *   retire-key --kid KID                     removes a key from it (never the last)
- * add, remove and replay take an optional --reason, recorded with the change (as the console's).
+ * add, remove, replay and rotate-secret take an optional --reason, recorded with the change (as the console's).
  *
  * Exit codes: docs/operations.md#exit-codes-of-the-operator-tools.
  */
@@ -26,6 +28,7 @@ import {
   addWebhookEndpoint,
   removeWebhookEndpoint,
   replayWebhookEndpoint,
+  rotateWebhookEndpointSecret,
   type UrlRefusal,
   type WebhookChange,
 } from "../origin/webhooks/manage.ts";
@@ -49,6 +52,7 @@ const USAGE = `usage: npm run webhooks -- add --url URL --events TYPE,... [--jso
        npm run webhooks -- list [--json]
        npm run webhooks -- remove --id ID [--reason TEXT]
        npm run webhooks -- replay --id ID [--from EVENT_ID | --event EVENT_ID] [--reason TEXT]
+       npm run webhooks -- rotate-secret --id ID [--overlap-hours H] [--json] [--reason TEXT]
        npm run webhooks -- add-key
        npm run webhooks -- retire-key --kid KID`;
 
@@ -64,6 +68,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       event: { type: "string" },
       reason: { type: "string" },
       kid: { type: "string" },
+      "overlap-hours": { type: "string" },
       json: { type: "boolean" },
     },
     strict: true,
@@ -183,6 +188,24 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
         if (!(await removeWebhookEndpoint(db, { id: parsed.id, change: change(parsed.reason) })))
           return refused(`no endpoint ${parsed.id}`);
         process.stdout.write(`webhooks: ${parsed.id} removed\n`);
+        return DONE;
+      }
+      case "rotate-secret": {
+        const rotated = await rotateWebhookEndpointSecret(db, {
+          id: parsed.id,
+          overlapSeconds: parsed.overlapSeconds,
+          change: change(parsed.reason),
+        });
+        if (!rotated) return refused(`no endpoint ${parsed.id}`);
+        const shown = { id: parsed.id, secret: rotated.secret, previous_secret_until: rotated.previousUntil };
+        // The new secret is shown here once, as add shows the first; the old one is never shown.
+        if (parsed.json) process.stdout.write(`${JSON.stringify(shown)}\n`);
+        else {
+          process.stdout.write(
+            `endpoint ${shown.id}\nsecret   ${shown.secret}\n` +
+              `(the secret is shown once; the old one signs beside it until ${shown.previous_secret_until})\n`,
+          );
+        }
         return DONE;
       }
       case "replay": {

@@ -19,6 +19,9 @@ export type ReceivedDelivery = {
   /** A `v1a` signature verified against a published key (node:crypto). */
   v1a: boolean;
   path: string;
+  /** The body as it came and the three headers: what a test verifies with another secret. */
+  raw: string;
+  headers: { "webhook-id": string; "webhook-timestamp": string; "webhook-signature": string };
 };
 
 /**
@@ -41,6 +44,8 @@ export type WebhookReceiver = {
   secret: string;
   /** The connections open to it now (the origin's, whatever state their requests are in). */
   openConnections(): number;
+  /** The most connections it has had open at once. */
+  peakConnections(): number;
   /** Loads the origin's published keys (only those `keep` accepts, when given: a receiver's trust list). */
   loadKeys(keysUrl: string, keep?: (jwk: Record<string, string>) => boolean): Promise<void>;
   stop(): Promise<void>;
@@ -53,6 +58,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
   let keys: KeyObject[] = [];
   let server: Server | undefined;
   let port = 0;
+  let peak = 0;
   const receiver: WebhookReceiver = {
     url: "",
     received: [],
@@ -61,6 +67,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
     delayMs: 0,
     secret: "",
     openConnections: () => sockets.size,
+    peakConnections: () => peak,
     async loadKeys(keysUrl, keep = () => true) {
       const response = await fetch(keysUrl);
       const set = (await response.json()) as { keys: Array<Record<string, string>> };
@@ -107,6 +114,8 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
         v1,
         v1a,
         path: request.url ?? "",
+        raw,
+        headers,
       });
     }
     if (receiver.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, receiver.delayMs));
@@ -126,6 +135,7 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
       });
       next.on("connection", (socket) => {
         sockets.add(socket);
+        peak = Math.max(peak, sockets.size);
         socket.once("close", () => sockets.delete(socket));
       });
       next.listen(port, "127.0.0.1", () => {

@@ -13,8 +13,22 @@ export type WebhooksCommand =
   | { command: "list"; json: boolean }
   | { command: "remove"; id: string; reason: string | undefined }
   | { command: "replay"; id: string; scope: ReplayScope; reason: string | undefined }
+  | {
+      command: "rotate-secret";
+      id: string;
+      overlapSeconds: number;
+      json: boolean;
+      reason: string | undefined;
+    }
   | { command: "add-key" }
   | { command: "retire-key"; kid: string };
+
+/**
+ * How long a rotated-out secret signs beside the new one unless told (Standard Webhooks' example:
+ * a day for receivers to take the new one); 0 stops it at once (a secret that leaked).
+ */
+export const DEFAULT_SECRET_OVERLAP_HOURS = 24;
+const MAX_SECRET_OVERLAP_HOURS = 168;
 
 /** The flags each command takes; another is a usage error. */
 const TAKES = {
@@ -22,6 +36,7 @@ const TAKES = {
   list: ["json"],
   remove: ["id", "reason"],
   replay: ["id", "from", "event", "reason"],
+  "rotate-secret": ["id", "overlap-hours", "json", "reason"],
   "add-key": [],
   "retire-key": ["kid"],
 } as const satisfies Record<string, readonly string[]>;
@@ -37,6 +52,7 @@ export function parseWebhooksCommand(
     reason?: string;
     kid?: string;
     json?: boolean;
+    "overlap-hours"?: string;
   },
 ): WebhooksCommand {
   const takes = command && Object.hasOwn(TAKES, command) ? TAKES[command as keyof typeof TAKES] : undefined;
@@ -82,6 +98,15 @@ export function parseWebhooksCommand(
             ? { kind: "from", eventId: eventId("--from", values.from) }
             : { kind: "all" };
       return { command, id: id(), scope, reason };
+    }
+    case "rotate-secret": {
+      const hours = values["overlap-hours"] ?? String(DEFAULT_SECRET_OVERLAP_HOURS);
+      if (!/^\d{1,3}$/.test(hours) || Number(hours) > MAX_SECRET_OVERLAP_HOURS) {
+        throw new UsageError(
+          `--overlap-hours must be a whole number of hours from 0 to ${MAX_SECRET_OVERLAP_HOURS}`,
+        );
+      }
+      return { command, id: id(), overlapSeconds: Number(hours) * 3600, json: values.json === true, reason };
     }
     case "add-key":
       return { command };

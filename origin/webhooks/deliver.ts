@@ -93,7 +93,15 @@ export function createDeliveryPool(deps: DeliveryPoolParams): DeliveryPool {
     else inFlight.delete(endpointId);
   };
   const send = async (delivery: ClaimedDelivery): Promise<void> => {
-    const outcome = await attempt(deps, delivery);
+    // The slot is held until the attempt's connection is closed, not only until its status came: a
+    // receiver that answers and never ends its body keeps the connection to the timeout (send.ts),
+    // and freeing the slot at the status let the pool open one such connection per delivery, its
+    // whole backlog at once, where a receiver that hangs holds only its share of the slots.
+    let closed!: () => void;
+    const connectionClosed = new Promise<void>((resolve) => {
+      closed = resolve;
+    });
+    const outcome = await attempt(deps, delivery, closed);
     await serial(() =>
       recordAttempt(deps.db, {
         delivery,
@@ -110,6 +118,7 @@ export function createDeliveryPool(deps: DeliveryPoolParams): DeliveryPool {
         "webhook delivery not delivered",
       );
     }
+    await connectionClosed;
   };
   const start = (delivery: ClaimedDelivery): void => {
     count(delivery.endpointId, 1);
@@ -159,9 +168,20 @@ export function createDeliveryPool(deps: DeliveryPoolParams): DeliveryPool {
   };
 }
 
-async function attempt(deps: DeliverDeps, delivery: ClaimedDelivery): Promise<AttemptOutcome> {
-  if (!delivery.endpointEnabled) return { kind: "dropped", status: "disabled", error: "endpoint disabled" };
-  if (!delivery.event) return { kind: "dropped", status: "failed", error: "the event left the log" };
+/** One attempt of a claimed delivery; `onClosed` is told once it holds no connection (send.ts). */
+async function attempt(
+  deps: DeliverDeps,
+  delivery: ClaimedDelivery,
+  onClosed: () => void,
+): Promise<AttemptOutcome> {
+  if (!delivery.endpointEnabled) {
+    onClosed();
+    return { kind: "dropped", status: "disabled", error: "endpoint disabled" };
+  }
+  if (!delivery.event) {
+    onClosed();
+    return { kind: "dropped", status: "failed", error: "the event left the log" };
+  }
   const body = webhookBody(delivery.event);
   const webhookId = webhookIdOf(delivery.id);
   const timestamp = Math.floor((deps.now?.() ?? new Date()).getTime() / 1000);
@@ -171,11 +191,12 @@ async function attempt(deps: DeliverDeps, delivery: ClaimedDelivery): Promise<At
     timeoutMs: deps.timeoutMs,
     allowPrivate: deps.allowPrivate,
     resolve: deps.resolve,
+    onClosed,
     headers: {
       "webhook-id": webhookId,
       "webhook-timestamp": String(timestamp),
       "webhook-signature": signatureHeader({
-        secret: delivery.secret,
+        secrets: delivery.secrets,
         keys: deps.keys,
         webhookId,
         timestamp,

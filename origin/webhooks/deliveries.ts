@@ -15,7 +15,8 @@ export type ClaimedDelivery = {
   replays: number;
   endpointId: string;
   url: string;
-  secret: string;
+  /** The endpoint's secret, then the one a rotation replaced while it still signs (endpoints.ts). */
+  secrets: string[];
   endpointEnabled: boolean;
   /** Undefined when the retention sweep deleted the event before it was delivered. */
   event: { id: bigint; type: string; occurredAt: string; data: Record<string, unknown> } | undefined;
@@ -28,6 +29,7 @@ type ClaimedRow = {
   endpoint_id: string;
   url: string;
   secret: string;
+  previous_secret: string | null;
   enabled: boolean;
   event_id: string;
   type: string | null;
@@ -92,7 +94,8 @@ export async function claimDueDeliveries(
           set next_attempt_at = now() + make_interval(secs => ${params.leaseSeconds}::int), updated_at = now()
           from due where d.id = due.id
           returning d.id, d.attempts, d.replays, d.endpoint_id, d.event_id)
-        select c.id::text as id, c.attempts, c.replays, c.endpoint_id, w.url, w.secret, w.enabled,
+        select c.id::text as id, c.attempts, c.replays, c.endpoint_id, w.url, w.secret,
+               case when w.previous_secret_until > now() then w.previous_secret end as previous_secret, w.enabled,
                c.event_id::text as event_id, e.type, js_iso_timestamp(e.occurred_at) as occurred_at, e.data
         from claimed c
         join webhook_endpoints w on w.id = c.endpoint_id
@@ -104,7 +107,7 @@ export async function claimDueDeliveries(
     replays: row.replays,
     endpointId: row.endpoint_id,
     url: row.url,
-    secret: row.secret,
+    secrets: row.previous_secret === null ? [row.secret] : [row.secret, row.previous_secret],
     endpointEnabled: row.enabled,
     event:
       row.type === null

@@ -62,6 +62,31 @@ export async function addEndpoint(
   return { ...endpointOf(row!), secret };
 }
 
+/** A new secret of an endpoint, and until when the one it replaced still signs. */
+export type RotatedSecret = { secret: string; previousUntil: string };
+
+/**
+ * Gives the endpoint a new secret, shown here and never again. The one it replaces signs beside it
+ * for `overlapSeconds` more (none: it stops at once, for a secret that leaked), so a receiver that
+ * still holds it verifies until it has the new one; a secret from an earlier rotation is dropped.
+ * Undefined when there is no such endpoint.
+ */
+export async function rotateEndpointSecret(
+  db: Db,
+  params: { id: string; overlapSeconds: number },
+): Promise<RotatedSecret | undefined> {
+  const secret = newEndpointSecret();
+  const [row] = await queryRows<{ previous_until: string }>(
+    db,
+    sql`update webhook_endpoints
+        set previous_secret = secret, secret = ${secret},
+            previous_secret_until = now() + make_interval(secs => ${params.overlapSeconds}::int)
+        where id = ${params.id}::uuid
+        returning js_iso_timestamp(previous_secret_until) as previous_until`,
+  );
+  return row ? { secret, previousUntil: row.previous_until } : undefined;
+}
+
 /** An endpoint as `list` and the console show it: with its queue against the bound. */
 export type ListedWebhookEndpoint = WebhookEndpoint & {
   /** Its pending deliveries: queued, or waiting for a retry. */

@@ -12,8 +12,10 @@ import { checkWebhookUrl, type Resolve, type UrlCheck } from "./address-guard.ts
 import {
   addEndpoint,
   type ReplayScope,
+  type RotatedSecret,
   removeEndpoint,
   replayEndpoint,
+  rotateEndpointSecret,
   type WebhookEndpoint,
 } from "./endpoints.ts";
 
@@ -46,7 +48,12 @@ const described = (endpoint: { url: string; events: readonly string[] }): string
 
 async function record(
   db: Db,
-  params: { endpointId: string; change: "add" | "remove" | "replay"; before: string | null; after: string },
+  params: {
+    endpointId: string;
+    change: "add" | "remove" | "replay" | "rotate_secret";
+    before: string | null;
+    after: string;
+  },
   change: WebhookChange,
 ): Promise<void> {
   const reason = change.reason?.trim() || null;
@@ -155,5 +162,32 @@ export async function replayWebhookEndpoint(
       params.change,
     );
     return queued;
+  });
+}
+
+/**
+ * Gives an endpoint a new secret (endpoints.ts rotateEndpointSecret), the old one signing beside it
+ * for `overlapSeconds`, and records the change (never either secret). Undefined when there is no
+ * endpoint.
+ */
+export async function rotateWebhookEndpointSecret(
+  db: Db,
+  params: { id: string; overlapSeconds: number; change: WebhookChange },
+): Promise<RotatedSecret | undefined> {
+  return db.transaction(async (tx) => {
+    const t = tx as unknown as Db;
+    const rotated = await rotateEndpointSecret(t, { id: params.id, overlapSeconds: params.overlapSeconds });
+    if (!rotated) return undefined;
+    await record(
+      t,
+      {
+        endpointId: params.id,
+        change: "rotate_secret",
+        before: "secret",
+        after: `new secret; the old one signs beside it until ${rotated.previousUntil}`,
+      },
+      params.change,
+    );
+    return rotated;
   });
 }

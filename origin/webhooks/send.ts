@@ -20,6 +20,11 @@ export type SendParams = {
   allowPrivate: boolean;
   /** The resolver of both checks (tests give one that changes its answer between them). */
   resolve?: Resolve;
+  /**
+   * Told once the attempt holds no connection any more: when it is closed, at the latest at the
+   * timeout (at once when none was opened). The answer comes before that, with the status.
+   */
+  onClosed?: () => void;
 };
 
 /** The receiver's status (and its `Retry-After`, if any), or why there is none. */
@@ -29,6 +34,12 @@ export type SendResult =
 
 export async function sendWebhook(params: SendParams): Promise<SendResult> {
   const resolve = params.resolve ?? systemResolve;
+  let told = false;
+  const closed = (): void => {
+    if (told) return;
+    told = true;
+    params.onClosed?.();
+  };
   const endsAt = performance.now() + params.timeoutMs;
   // The name's lookup is part of the attempt: a resolver that hangs (the system's retries can take
   // tens of seconds) holds the delivery's slot no longer than a receiver that never answers.
@@ -36,8 +47,14 @@ export async function sendWebhook(params: SendParams): Promise<SendResult> {
     checkWebhookUrl(params.url, { allowPrivate: params.allowPrivate, resolve }),
     params.timeoutMs,
   );
-  if (checked === undefined) return timedOut(params.timeoutMs);
-  if (!checked.ok) return { ok: false, error: `${checked.code}: ${checked.message}` };
+  if (checked === undefined) {
+    closed();
+    return timedOut(params.timeoutMs);
+  }
+  if (!checked.ok) {
+    closed();
+    return { ok: false, error: `${checked.code}: ${checked.message}` };
+  }
   const url = new URL(params.url);
   const client = url.protocol === "https:" ? https : http;
   return new Promise<SendResult>((done) => {
@@ -80,10 +97,15 @@ export async function sendWebhook(params: SendParams): Promise<SendResult> {
       () => {
         finish(timedOut(params.timeoutMs));
         request.destroy();
+        // Its socket is destroyed: whatever node still has to emit, the attempt holds nothing.
+        closed();
       },
       Math.max(0, endsAt - performance.now()),
     );
-    request.on("close", () => clearTimeout(timer));
+    request.on("close", () => {
+      clearTimeout(timer);
+      closed();
+    });
     request.on("error", (error: NodeJS.ErrnoException) => {
       finish({ ok: false, error: `${error.code ?? "error"}: ${error.message}` });
     });

@@ -70,7 +70,7 @@ describe("webhook signing", () => {
     const secret = newEndpointSecret();
     const body = '{"type":"action.confirmed","timestamp":"2026-11-29T19:00:00.000Z","data":{"event_id":"9"}}';
     const timestamp = Math.floor(Date.now() / 1000);
-    const header = signatureHeader({ secret, keys, webhookId: "msg_9", timestamp, body });
+    const header = signatureHeader({ secrets: [secret], keys, webhookId: "msg_9", timestamp, body });
     const entries = header.split(" ");
     expect(entries.map((each) => each.split(",")[0])).toEqual(["v1", "v1a", "v1a"]);
     // A receiver holding either key set verifies; the standardwebhooks library verifies v1 and

@@ -55,13 +55,15 @@ export function ed25519Signature(key: WebhookSigningKey, content: string): strin
 }
 
 /**
- * The `webhook-signature` header, space-separated as the convention lists signatures: `v1`, then
- * one `v1a` per key of the file, the newest first. While a rotation is under way (two keys in the
- * file) a receiver that still holds only the old key set verifies, and one that fetched the new
- * set verifies with the newest (docs/api.md#webhooks).
+ * The `webhook-signature` header, space-separated as the convention lists signatures: one `v1` per
+ * secret of the endpoint (its current one, then the one a rotation replaced while that still signs),
+ * then one `v1a` per key of the file, the newest first. While either rotates, a receiver that still
+ * holds the old secret or key set verifies, and one that has the new verifies with it
+ * (docs/api.md#webhooks).
  */
 export function signatureHeader(params: {
-  secret: string;
+  /** The endpoint's secrets, the current first. */
+  secrets: readonly string[];
   keys: readonly WebhookSigningKey[];
   webhookId: string;
   timestamp: number;
@@ -69,7 +71,7 @@ export function signatureHeader(params: {
 }): string {
   const content = signedContent(params.webhookId, params.timestamp, params.body);
   return [
-    hmacSignature(params.secret, content),
+    ...params.secrets.map((secret) => hmacSignature(secret, content)),
     ...params.keys.map((key) => ed25519Signature(key, content)),
   ].join(" ");
 }

@@ -1,9 +1,11 @@
 import { sql } from "drizzle-orm";
+import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin } from "../../testing/origin.ts";
 import { runTool } from "../../testing/run-tool.ts";
+import { recordSecret } from "../../testing/secret-sink.ts";
 import {
   type DeliveryRow,
   deliveriesOf,
@@ -16,7 +18,11 @@ import {
   webhookEnv,
   writeEvents,
 } from "../../testing/webhook-fixture.ts";
-import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
+import {
+  type ReceivedDelivery,
+  startWebhookReceiver,
+  type WebhookReceiver,
+} from "../../testing/webhook-receiver.ts";
 import { afterWholeTicks } from "../../testing/worker-ticks.ts";
 import { type Db, queryRows } from "../db/client.ts";
 import type { Resolve } from "./address-guard.ts";
@@ -172,6 +178,29 @@ describe("webhook delivery (real Postgres, two origins, a loopback receiver)", B
     );
     expect(Date.now() - deliveredAt).toBeLessThanOrEqual(TIMEOUT_MS + 1_000);
     expect((await deliveriesOf(fixture, endpoint.id)).every((row) => row.attempts === 1)).toBe(true);
+  });
+
+  it.sequential("a receiver that answers 2xx and never ends its body holds no more of the origins' connections at once than the endpoint's share of their slots", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.abandoned"]);
+    receiver.answer = () => ({ status: 200, bodyNeverEnds: true });
+    // Far more events than the endpoint's share of two origins' slots (8 each), all due at once.
+    const ids = await writeEvents(fixture, "action.abandoned", 60, "many bodies never end");
+    await until(
+      "every event delivered",
+      async () => {
+        const rows = await deliveriesOf(fixture, endpoint.id);
+        return rows.length === ids.length && rows.every((row) => row.status === "delivered");
+      },
+      30_000,
+    );
+    // Each connection is held to the attempt's timeout by the body: one per slot, as a receiver
+    // that hangs holds its share, not one per delivery the slots went on to send meanwhile.
+    expect(receiver.peakConnections()).toBeLessThanOrEqual(2 * 8);
+    await until(
+      "no connection open to the receiver",
+      () => receiver.openConnections() === 0,
+      TIMEOUT_MS + 1_000,
+    );
   });
 
   it.sequential("ends a delivery failed after the last attempt of the schedule", async () => {
@@ -398,6 +427,91 @@ describe("signing-key rotation (real Postgres, the origin restarted, npm run web
     );
     for (const receiver of [before, after])
       expect(receiver.received.every((each) => each.v1 && each.v1a)).toBe(true);
+  });
+});
+
+describe("an endpoint's secret rotation (real Postgres, the origin, npm run webhooks -- rotate-secret)", () => {
+  const { fixture, receiverFor } = useWebhookFixture({ allowPrivate: true, origins: 1 });
+
+  /** Whether the standardwebhooks library, given `secret`, accepts the delivery as it came. */
+  const verifiesWith = (secret: string, delivery: ReceivedDelivery): boolean => {
+    try {
+      new Webhook(secret).verify(delivery.raw, delivery.headers);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  it("the old secret signs beside the new one for the overlap, then only the new one does; the change is audited without either", async () => {
+    const { receiver, endpoint } = await receiverFor(["action.confirmed"]);
+    const oldSecret = receiver.secret;
+    await writeEvents(fixture, "action.confirmed", 1, "before the rotation");
+    await until("the first delivery", () => receiver.received.length >= 1);
+
+    const rotated = await runTool(
+      "ops/webhooks.ts",
+      ["rotate-secret", "--id", endpoint.id, "--json", "--reason", "yearly rotation"],
+      { env: { DATABASE_URL: fixture.db.url, LOG_LEVEL: "silent" } },
+    );
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const shown = JSON.parse(rotated.stdout) as { id: string; secret: string; previous_secret_until: string };
+    // docs/security.md#webhooks: the new secret is never logged either (the run's secret scan).
+    recordSecret(shown.secret);
+    expect(shown.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(shown.secret).not.toBe(oldSecret);
+    const hoursLeft = (Date.parse(shown.previous_secret_until) - Date.now()) / 3_600_000;
+    expect(hoursLeft).toBeGreaterThan(23.9);
+    expect(hoursLeft).toBeLessThanOrEqual(24);
+
+    // During the overlap: a receiver holding either secret verifies, one v1 per secret.
+    await writeEvents(fixture, "action.confirmed", 1, "during the overlap");
+    await until("the overlap's delivery", () => receiver.received.length >= 2);
+    const during = receiver.received[1]!;
+    expect(
+      during.headers["webhook-signature"].split(" ").filter((each) => each.startsWith("v1,")),
+    ).toHaveLength(2);
+    expect(verifiesWith(oldSecret, during)).toBe(true);
+    expect(verifiesWith(shown.secret, during)).toBe(true);
+    expect(verifiesWith(oldSecret, receiver.received[0]!)).toBe(true);
+
+    // The overlap's end brought forward, as the clock passing it would: only the new one signs.
+    await fixture.db.handle.db.execute(
+      sql`update webhook_endpoints set previous_secret_until = now() - interval '1 second'
+          where id = ${endpoint.id}::uuid`,
+    );
+    await writeEvents(fixture, "action.confirmed", 1, "after the overlap");
+    await until("the delivery after the overlap", () => receiver.received.length >= 3);
+    const after = receiver.received[2]!;
+    expect(
+      after.headers["webhook-signature"].split(" ").filter((each) => each.startsWith("v1,")),
+    ).toHaveLength(1);
+    expect(verifiesWith(shown.secret, after)).toBe(true);
+    expect(verifiesWith(oldSecret, after)).toBe(false);
+    // A tampered body verifies with neither.
+    expect(
+      verifiesWith(shown.secret, {
+        ...after,
+        raw: after.raw.replace("after the overlap", "after the overlaq"),
+      }),
+    ).toBe(false);
+
+    const changes = await queryRows<{
+      change: string;
+      before: string | null;
+      after: string;
+      reason: string;
+      source: string;
+    }>(
+      fixture.db.handle.db,
+      sql`select change, before, after, reason, source from webhook_endpoint_changes
+          where endpoint_id = ${endpoint.id}::uuid`,
+    );
+    expect(changes).toEqual([
+      expect.objectContaining({ change: "rotate_secret", reason: "yearly rotation", source: "cli" }),
+    ]);
+    expect(JSON.stringify(changes)).not.toContain(oldSecret.slice("whsec_".length));
+    expect(JSON.stringify(changes)).not.toContain(shown.secret.slice("whsec_".length));
   });
 });
 

@@ -22,32 +22,47 @@ const pgSnapshot = customType<{ data: string; driverData: string }>({ dataType: 
  * An operator's webhook endpoint (docs/operations.md#webhooks). The HMAC secret is stored as is:
  * every delivery is signed with it, so the origin must read it (docs/security.md#webhooks).
  */
-export const webhookEndpoints = pgTable("webhook_endpoints", {
-  id: uuid("id").primaryKey().defaultRandom(),
-  url: text("url").notNull(),
-  /** Dotted event types of the event log, an explicit list (no wildcard). */
-  eventTypes: text("event_types").array().notNull(),
-  /** `whsec_` and the base64 of 32 random bytes. */
-  secret: text("secret").notNull(),
-  enabled: boolean("enabled").notNull().default(true),
-  disabledReason: text("disabled_reason"),
-  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-  /**
-   * The transactions committed when the endpoint was added: it gets the events of every other
-   * one, whenever it began (origin/webhooks/endpoints.ts writtenSinceAdded). Null for an endpoint
-   * added before migration 0040, which goes by `created_at` as it did.
-   */
-  createdSnapshot: pgSnapshot("created_snapshot").default(sql`pg_current_snapshot()`),
-  /**
-   * The endpoint's place in the event log, the cursor shape of the streams (origin/events/cursor.ts):
-   * every event at or before it has its delivery queued. It starts at the log's horizon when the
-   * endpoint is added, so the endpoint gets what is written after; each endpoint keeps its own, so
-   * one that is at its bound of pending deliveries waits there without holding the others back
-   * (docs/operations.md#webhooks).
-   */
-  fanOutXid: xid8("fan_out_xid").notNull().default(sql`pg_snapshot_xmin(pg_current_snapshot())`),
-  fanOutEventId: bigint("fan_out_event_id", { mode: "bigint" }).notNull().default(sql`0`),
-});
+export const webhookEndpoints = pgTable(
+  "webhook_endpoints",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    url: text("url").notNull(),
+    /** Dotted event types of the event log, an explicit list (no wildcard). */
+    eventTypes: text("event_types").array().notNull(),
+    /** `whsec_` and the base64 of 32 random bytes. */
+    secret: text("secret").notNull(),
+    /**
+     * The secret a rotation replaced, still signing beside the new one until `previous_secret_until`
+     * so receivers can switch over (docs/operations.md#webhooks); both null when none is rotating.
+     */
+    previousSecret: text("previous_secret"),
+    previousSecretUntil: timestamp("previous_secret_until", { withTimezone: true }),
+    enabled: boolean("enabled").notNull().default(true),
+    disabledReason: text("disabled_reason"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    /**
+     * The transactions committed when the endpoint was added: it gets the events of every other
+     * one, whenever it began (origin/webhooks/endpoints.ts writtenSinceAdded). Null for an endpoint
+     * added before migration 0040, which goes by `created_at` as it did.
+     */
+    createdSnapshot: pgSnapshot("created_snapshot").default(sql`pg_current_snapshot()`),
+    /**
+     * The endpoint's place in the event log, the cursor shape of the streams (origin/events/cursor.ts):
+     * every event at or before it has its delivery queued. It starts at the log's horizon when the
+     * endpoint is added, so the endpoint gets what is written after; each endpoint keeps its own, so
+     * one that is at its bound of pending deliveries waits there without holding the others back
+     * (docs/operations.md#webhooks).
+     */
+    fanOutXid: xid8("fan_out_xid").notNull().default(sql`pg_snapshot_xmin(pg_current_snapshot())`),
+    fanOutEventId: bigint("fan_out_event_id", { mode: "bigint" }).notNull().default(sql`0`),
+  },
+  (t) => [
+    check(
+      "webhook_endpoints_previous_secret_whole",
+      sql`(${t.previousSecret} IS NULL) = (${t.previousSecretUntil} IS NULL)`,
+    ),
+  ],
+);
 
 /** One event to one endpoint: retried on the schedule until delivered, failed or disabled. */
 export const webhookDeliveries = pgTable(
@@ -113,7 +128,10 @@ export const webhookEndpointChanges = pgTable(
     changedAt: timestamp("changed_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    check("webhook_endpoint_changes_change_enum", sql`${t.change} IN ('add','remove','replay')`),
+    check(
+      "webhook_endpoint_changes_change_enum",
+      sql`${t.change} IN ('add','remove','replay','rotate_secret')`,
+    ),
     check(
       "webhook_endpoint_changes_operator_whole",
       sql`(${t.operator} IS NULL) = (${t.passkeyKeyId} IS NULL)`,
