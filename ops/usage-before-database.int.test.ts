@@ -127,6 +127,12 @@ describe("the operator tools check a command line before they open the database"
       ["add", "--url", "http://127.0.0.1:9/hook", "--events", "action.confirmed"],
       /AGENT_WEBHOOKS_ALLOW_PRIVATE=true/,
     ],
+    // The console's bound on a URL's length, which the CLI did not apply.
+    [
+      "ops/webhooks.ts",
+      ["add", "--url", `https://hooks.example.com/${"a".repeat(2_000)}`, "--events", "action.confirmed"],
+      /--url must be at most 2000 characters, as in the console/,
+    ],
   ])("%s %j: exit 2, and no cluster started", async (tool, args, message) => {
     // A folder of its own per line: a cluster one line started must not fail the lines after it.
     const clusterDir = path.join(dir, `pg-${cases++}`);

@@ -5,7 +5,7 @@
  */
 import * as z from "zod";
 import { hasControlCharacter } from "./control-characters.ts";
-import { MAX_EVENT_ID, parseEventId } from "./event-types.ts";
+import { MAX_EVENT_ID, MAX_WEBHOOK_URL_LENGTH, parseEventId } from "./event-types.ts";
 
 const timestamp = z.string().describe("ISO 8601, UTC");
 const count = z.number().int().nonnegative();
@@ -53,7 +53,9 @@ export type IdentityChangeRequest = z.infer<typeof identityChangeRequestSchema>;
 
 /** POST {base}/admin/agents/webhooks: an endpoint, its event types (each a type of the log). */
 export const webhookAddRequestSchema = z.strictObject({
-  url: z.string({ error: "url must be a string" }).max(2_000, "url must be at most 2000 characters"),
+  url: z
+    .string({ error: "url must be a string" })
+    .max(MAX_WEBHOOK_URL_LENGTH, `url must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`),
   events: z
     .array(z.string(), { error: "events must be a list of event types" })
     .min(1, "events must name at least one event type")

@@ -59,6 +59,9 @@ export const EVENT_TYPES: readonly string[] = [...AGENT_EVENT_TYPES, ...NODE_EVE
 /** The largest event id: the log's ids are Postgres bigints. */
 export const MAX_EVENT_ID = 2n ** 63n - 1n;
 
+/** The longest webhook endpoint URL an operator may add, by the console or the CLI. */
+export const MAX_WEBHOOK_URL_LENGTH = 2_000;
+
 /**
  * An event id as a client writes it (a whole number in decimal; `0` is before every event), or
  * undefined for any other text. A number past MAX_EVENT_ID is one of those: no event has it, and

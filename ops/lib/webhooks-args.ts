@@ -4,7 +4,7 @@
  */
 import type { ReplayScope } from "../../origin/webhooks/endpoints.ts";
 import { parseEventTypes, WEBHOOK_EVENT_TYPES } from "../../origin/webhooks/event-types.ts";
-import { MAX_EVENT_ID, parseEventId } from "../../shared/event-types.ts";
+import { MAX_EVENT_ID, MAX_WEBHOOK_URL_LENGTH, parseEventId } from "../../shared/event-types.ts";
 import { isUuid } from "../../shared/uuid.ts";
 import { refuseFlagsNotTaken, UsageError } from "./cli-shell.ts";
 
@@ -67,6 +67,8 @@ export function parseWebhooksCommand(
     case "add": {
       // The URL's own rules (scheme, addresses) are checkWebhookUrl's, the same as at delivery.
       if (!values.url) throw new UsageError("--url is required");
+      if (values.url.length > MAX_WEBHOOK_URL_LENGTH)
+        throw new UsageError(`--url must be at most ${MAX_WEBHOOK_URL_LENGTH} characters, as in the console`);
       if (!values.events)
         throw new UsageError(`--events is required: a comma list of ${WEBHOOK_EVENT_TYPES.join(",")}`);
       const parsed = parseEventTypes(values.events);
