@@ -1,9 +1,11 @@
-import { randomUUID } from "node:crypto";
+import { randomUUID, sign as signBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Address } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateOperatorKey, readOperatorKey } from "../ops/lib/operator-key.ts";
-import type { Hex } from "../shared/hex.ts";
+import { encodeCanonicalCbor } from "../shared/canonical-cbor.ts";
+import { CHAIN_ID } from "../shared/constants.ts";
+import { type Hex, toHex } from "../shared/hex.ts";
 import {
   agentPolicySubject,
   heldActionSubject,
@@ -19,6 +21,7 @@ import {
   FEE_UNITS,
   NODE_PAY_TO,
   NODE_X402_UNITS,
+  nextOperatorCounter,
   nodePolicy,
   type Operator,
   outcome,
@@ -45,20 +48,29 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
   let operator: Operator;
   let instanceId: string;
 
-  const setPolicy = async (key: AgentKey, policy: Record<string, unknown> | null, withOperator = false) => {
+  /** The policy the enclave holds for `key` now (its normal form), or null for none. */
+  const sealedPolicy = async (key: AgentKey) =>
+    expectOk(await client.request("get_agent_policy", { key_ref: key.key_ref })).policy as Record<
+      string,
+      unknown
+    > | null;
+  /** set_agent_policy as the origin sends it, with the operator's approval when one is given. */
+  const sendPolicy = async (key: AgentKey, policy: Record<string, unknown> | null, approval?: unknown) => {
     const params: Record<string, unknown> = { key_ref: key.key_ref, policy };
-    if (withOperator) {
-      params.operator = await operator.approve(
-        "set_agent_policy",
-        agentPolicySubject(key.key_ref, policy as never),
-      );
-    }
+    if (approval !== undefined) params.operator = approval;
     return client.request(
       "set_agent_policy",
       params,
       await mintFor(client, fixture, "set_agent_policy", params),
     );
   };
+  /** The operator's approval of `key`'s policy becoming `policy`, over the one the enclave holds now. */
+  const approvePolicy = async (key: AgentKey, policy: Record<string, unknown> | null) =>
+    operator.approve("set_agent_policy", agentPolicySubject(key.key_ref, policy as never), {
+      policyBefore: agentPolicySubject(key.key_ref, (await sealedPolicy(key)) as never),
+    });
+  const setPolicy = async (key: AgentKey, policy: Record<string, unknown> | null, withOperator = false) =>
+    sendPolicy(key, policy, withOperator ? await approvePolicy(key, policy) : undefined);
   const admin = async (op: "approve_held" | "set_node_frozen", params: Record<string, unknown>) =>
     client.request(op, params, await mintFor(client, fixture, op, params));
   const held = (
@@ -97,7 +109,7 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     fixture = await createEnclaveFixture({ envId: "agent-policy" });
     ({ client } = await RawEnclaveClient.connect(fixture.socketPath));
     await privileged(client, fixture, "configure_policy", nodePolicy({ maxUnits: "1000000", payees: null }));
-    keys = await agentKeys(client, fixture, 10);
+    keys = await agentKeys(client, fixture, 12);
     operator = await enrolledOperator(client, fixture);
     instanceId = await instanceIdOf(client);
   });
@@ -154,6 +166,53 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
       },
       node_frozen: false,
     });
+  });
+
+  it("an operator's approval of a loosening held back while the agent froze itself is operator_policy_changed: the freeze stands; signed over the frozen policy, the loosening passes", async () => {
+    const key = keys[10]!;
+    const a = { transfers: { daily_units: "1000" } };
+    const b = { transfers: { daily_units: "5000" } };
+    expectOk(await setPolicy(key, a));
+    // The operator approves A → B; a compromised origin keeps the approval instead of sending it.
+    const heldBack = await approvePolicy(key, b);
+    // The agent freezes itself (A → A'): a tightening, the admin capability alone.
+    const frozen = { ...a, frozen: true };
+    expectOk(await setPolicy(key, frozen));
+    const sent = await sendPolicy(key, b, heldBack);
+    expect(await sealedPolicy(key), "the enclave applied the held-back B over the agent's freeze").toEqual(
+      frozen,
+    );
+    expect(outcome(sent)).toEqual({ code: "capability_rejected", detail: "operator_policy_changed" });
+    // The operator, shown the frozen policy, approves the loosening over it: that one is taken.
+    expect(expectOk(await setPolicy(key, b, true))).toMatchObject({ policy: b });
+  });
+
+  it("an approval in the earlier format (domain v1, naming only the policy after) is operator_signature: it cannot be replayed as one of today", async () => {
+    const key = keys[11]!;
+    const after = { transfers: { daily_units: "5000" } };
+    expectOk(await setPolicy(key, { transfers: { daily_units: "1000" } }));
+    const expiresAt = Math.floor(Date.now() / 1000) + 300;
+    const counter = nextOperatorCounter();
+    const v1 = encodeCanonicalCbor({
+      domain: "agent-wallet/operator-approval/v1",
+      env_id: fixture.envId,
+      chain_id: CHAIN_ID,
+      instance_id: instanceId,
+      op: "set_agent_policy",
+      subject: agentPolicySubject(key.key_ref, after),
+      key_id: operator.keyId,
+      counter,
+      expires_at: expiresAt,
+    });
+    const signature = toHex(
+      new Uint8Array(signBytes("sha256", v1, { key: operator.key.privateKey, dsaEncoding: "ieee-p1363" })),
+    );
+    const approval = { key_id: operator.keyId, counter, expires_at: expiresAt, signature };
+    expect(outcome(await sendPolicy(key, after, approval))).toEqual({
+      code: "capability_rejected",
+      detail: "operator_signature",
+    });
+    expect(await sealedPolicy(key)).toEqual({ transfers: { daily_units: "1000" } });
   });
 
   it("a frozen agent is refused policy_denied, rule frozen; nothing is signed", async () => {
@@ -523,7 +582,9 @@ describe("with no ceiling sealed (real process)", () => {
     const params = {
       key_ref: key!.key_ref,
       policy,
-      operator: await operator.approve("set_agent_policy", agentPolicySubject(key!.key_ref, policy)),
+      operator: await operator.approve("set_agent_policy", agentPolicySubject(key!.key_ref, policy), {
+        policyBefore: agentPolicySubject(key!.key_ref, null),
+      }),
     };
     expectOk(
       await client.request(

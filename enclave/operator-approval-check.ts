@@ -1,7 +1,8 @@
 /**
  * Verifying an operator approval (shared/operator-approval.ts) inside the enclave: the key is
- * enrolled, the P-256 signature is over this very op and subject on this instance, the counter is
- * above the key's last accepted one, and the approval is current by the enclave's own clock. Each
+ * enrolled, the P-256 signature is over this very op and subject on this instance, a policy change
+ * was signed over the policy the enclave holds now, the counter is above the key's last accepted
+ * one, and the approval is current by the enclave's own clock. Each
  * failure is `capability_rejected` with its own detail, so the operator knows what to fix; none of
  * them tells anything a signature could be forged from. Pure: the caller records the counter in the
  * same state commit as the op's effect (acceptOperatorCounter), with no await between.
@@ -44,6 +45,8 @@ export function checkOperatorApproval(
   input: {
     op: OperatorApprovedOp;
     subject: Hex;
+    /** set_agent_policy: agentPolicySubject of the policy the enclave holds now; else undefined. */
+    policyBefore?: Hex;
     shown: PasskeyShown;
     approval: WireOperatorApproval;
     nowMs: number;
@@ -55,18 +58,36 @@ export function checkOperatorApproval(
   }
   // A passkey's id is no operator key: its private half signs WebAuthn assertions only.
   const key = state.operatorKeys.get(approval.key_id);
+  // A policy change's approval names the policy it replaces, and only a policy change's does.
+  if ((input.policyBefore === undefined) !== (approval.policy_before === undefined)) {
+    const reason =
+      "operator approval not valid for this op: a policy change's names the policy it replaces (policy_before), no other's does";
+    return { ok: false, error: rejected(reason, "operator_signature") };
+  }
   const message = operatorApprovalMessage({
     envId: config.env_id,
     chainId: config.chain_id,
     instanceId: config.instance_id,
     op: input.op,
     subject: input.subject,
+    ...(approval.policy_before === undefined ? {} : { policyBefore: approval.policy_before as Hex }),
     keyId: approval.key_id,
     counter: approval.counter,
     expiresAt: approval.expires_at,
   });
   if (!key || !verifyP256(key.publicKey, message, approval.signature)) {
     return { ok: false, error: rejected("operator approval signature not valid", "operator_signature") };
+  }
+  // After the signature, as a passkey's `before` is: only the key's holder learns the policy moved.
+  // Without it, an approval held back (up to its expiry) would undo a freeze or tightening made since.
+  if (input.policyBefore !== undefined && approval.policy_before !== input.policyBefore.toLowerCase()) {
+    return {
+      ok: false,
+      error: rejected(
+        "operator approval was signed over another policy than the one held now: sign again over this one",
+        "operator_policy_changed",
+      ),
+    };
   }
   // Checked after the signature, so only the key's holder learns its counter or its clock is off.
   if (approval.counter <= key.lastCounter) {

@@ -35,7 +35,12 @@ import {
 } from "../shared/agent-policy.ts";
 import { MAX_HELD_APPROVAL_SECONDS } from "../shared/enclave-ops.ts";
 import { errorMessage } from "../shared/error-message.ts";
-import { agentPolicySubject, heldApprovalSubject, nodeFreezeSubject } from "../shared/operator-approval.ts";
+import {
+  agentPolicySubject,
+  heldApprovalSubject,
+  type KeyApproval,
+  nodeFreezeSubject,
+} from "../shared/operator-approval.ts";
 import { readAdminKey } from "./lib/admin-key.ts";
 import {
   type CliContext,
@@ -166,7 +171,12 @@ async function show(db: Db, client: SignerClient, command: Command<"show">): Pro
 async function set(tool: Tool, agentId: string, next: AgentPolicyDocument | null): Promise<CliOutcome> {
   const keyRef = await agentKeyRef(tool.db, agentId);
   if (keyRef === null) return refused(`no agent ${agentId}`);
-  const operator = tool.signer?.approve("set_agent_policy", agentPolicySubject(keyRef, next));
+  let operator: KeyApproval | undefined;
+  if (tool.signer) {
+    const enclave = await tool.client.getAgentPolicy({ keyRef });
+    if (!enclave.ok) return signerOutcome(enclave.error);
+    operator = approvePolicy(tool.signer, keyRef, enclave.value.policy, next);
+  }
   return changed(
     tool,
     agentId,
@@ -212,9 +222,8 @@ async function freezeAgent(tool: Tool, agentId: string, frozen: boolean): Promis
     : Object.keys(rest).length > 0
       ? rest
       : null;
-  const operator = frozen
-    ? undefined
-    : tool.signer?.approve("set_agent_policy", agentPolicySubject(keyRef, next));
+  const operator =
+    frozen || !tool.signer ? undefined : approvePolicy(tool.signer, keyRef, enclave.value.policy, next);
   const result = await changeAgentPolicy(tool.deps, {
     agent: { agentId, keyRef },
     next,
@@ -222,6 +231,24 @@ async function freezeAgent(tool: Tool, agentId: string, frozen: boolean): Promis
     ...(operator ? { operator } : {}),
   });
   return changed(tool, agentId, result, frozen ? "frozen" : "unfrozen");
+}
+
+/**
+ * The operator's approval of the key's policy becoming `next`, over `sealed`, the policy the enclave
+ * holds now: the enclave takes it over that policy only, so a change made meanwhile (the agent
+ * froze or tightened its policy) refuses it (operator_policy_changed) rather than being undone.
+ */
+function approvePolicy(
+  signer: OperatorSigner,
+  keyRef: string,
+  sealed: AgentPolicyDocument | null,
+  next: AgentPolicyDocument | null,
+): KeyApproval {
+  return signer.approve(
+    "set_agent_policy",
+    agentPolicySubject(keyRef, next),
+    agentPolicySubject(keyRef, sealed),
+  );
 }
 
 /** The enclave holds another policy than the stored one, and one that allows nothing more. */

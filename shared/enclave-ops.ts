@@ -497,6 +497,11 @@ export const keyApprovalSchema = z.strictObject({
   ...approvalHead,
   /** IEEE-P1363 r‖s, 64 bytes. */
   signature: z.string().regex(/^0x[0-9a-f]{128}$/),
+  /** set_agent_policy only: agentPolicySubject of the policy the approval replaces, as signed. */
+  policy_before: z
+    .string()
+    .regex(/^0x[0-9a-f]{64}$/)
+    .optional(),
 });
 /**
  * A passkey's approval: a WebAuthn assertion whose challenge is passkeyChallenge
@@ -602,7 +607,8 @@ export const revokeOperatorPasskeyResult = z.object({
 
 /**
  * set_agent_policy (admin tier): an agent-transfer key's spending policy, or null for none. What
- * loosens the key's current policy needs `operator`, an approval of agentPolicySubject(key_ref, policy).
+ * loosens the key's current policy needs `operator`, an approval of agentPolicySubject(key_ref, policy)
+ * over the policy the enclave holds now (an operator key's `policy_before`, a passkey's `before`).
  */
 export const setAgentPolicyParams = z.strictObject({
   key_ref: keyRefSchema,

@@ -139,6 +139,11 @@ export const OPERATOR_REFUSAL_DETAILS = [
   "operator_replay",
   /** The approval has expired, or expires too far ahead of the enclave's clock. */
   "operator_expired",
+  /**
+   * An operator key's approval of a policy change, signed over another policy than the one the
+   * enclave holds now (it changed since: the agent froze or tightened it). Sign again over this one.
+   */
+  "operator_policy_changed",
   /** A passkey assertion names a key id that is no enrolled passkey. */
   "passkey_unknown",
   /** A passkey assertion names a revoked passkey (revoke_operator_passkey): it approves nothing again. */

@@ -32,6 +32,7 @@ describe("operatorApprovalMessage", () => {
       instance_id: input.instanceId,
       op: "approve_held",
       subject: input.subject,
+      policy_before: null,
       key_id: "alice",
       counter: input.counter,
       expires_at: input.expiresAt,
@@ -56,10 +57,27 @@ describe("operatorApprovalMessage", () => {
     ["keyId", "bob"],
     ["counter", input.counter + 1],
     ["expiresAt", input.expiresAt + 1],
+    ["policyBefore", `0x${"55".repeat(32)}`],
   ] as const)("differs when %s differs", (field, value) => {
     expect(toHex(operatorApprovalMessage({ ...input, [field]: value }))).not.toBe(
       toHex(operatorApprovalMessage(input)),
     );
+  });
+
+  it("is v2: a v1 message (no policy_before) of the same approval is other bytes", () => {
+    expect(OPERATOR_APPROVAL_DOMAIN).toBe("agent-wallet/operator-approval/v2");
+    const v1 = encodeCanonicalCbor({
+      domain: "agent-wallet/operator-approval/v1",
+      env_id: "test-env",
+      chain_id: 77,
+      instance_id: input.instanceId,
+      op: "approve_held",
+      subject: input.subject,
+      key_id: "alice",
+      counter: input.counter,
+      expires_at: input.expiresAt,
+    });
+    expect(toHex(operatorApprovalMessage(input))).not.toBe(toHex(v1));
   });
 });
 

@@ -3,7 +3,9 @@
  * holding an enrolled P-256 operator key signs to loosen an agent's policy, unfreeze the node or
  * approve one held action, and the subjects (hashes) that name each of those exact changes. The
  * message names the enclave instance, the op, the subject, the key, a counter and an expiry, so a
- * signature can be neither moved to another change or enclave, nor replayed, nor kept for later.
+ * signature can be neither moved to another change or enclave, nor replayed, nor kept for later;
+ * a policy change names the policy it replaces too, so an approval held back while the agent froze
+ * or tightened its policy does not undo that (as a passkey's `before`, shared/passkey-approval.ts).
  * The enclave verifies (node:crypto), the operator's tool signs (ops/lib/operator-key.ts); this
  * module only builds the bytes both agree on. Runtime-neutral: no `node:` imports.
  */
@@ -13,12 +15,25 @@ import { encodeCanonicalCbor } from "./canonical-cbor.ts";
 import type { WireOperatorApproval } from "./enclave-ops.ts";
 import { type Hex, toHex } from "./hex.ts";
 
-export const OPERATOR_APPROVAL_DOMAIN = "agent-wallet/operator-approval/v1";
+/**
+ * v2 added `policy_before`. The domain is in the signed bytes, so a v1 signature (a policy change
+ * naming only the policy after) never verifies as v2: it cannot be replayed over a tightened policy.
+ */
+export const OPERATOR_APPROVAL_DOMAIN = "agent-wallet/operator-approval/v2";
 /** An approval expires at most this far ahead of the enclave's clock (it is signed to be used now). */
 export const MAX_OPERATOR_APPROVAL_SECONDS = 3600;
 
-/** An operator key's approval in memory (camelCase; the wire is snake_case, enclave-ops.ts). */
-export type KeyApproval = { keyId: string; counter: number; expiresAt: number; signature: Hex };
+/**
+ * An operator key's approval in memory (camelCase; the wire is snake_case, enclave-ops.ts).
+ * `policyBefore`: a set_agent_policy's only, as signed (OperatorApprovalMessageInput).
+ */
+export type KeyApproval = {
+  keyId: string;
+  counter: number;
+  expiresAt: number;
+  signature: Hex;
+  policyBefore?: Hex;
+};
 /** A passkey's approval in memory: the WebAuthn assertion's parts as the authenticator made them. */
 export type PasskeyApproval = {
   keyId: string;
@@ -41,7 +56,11 @@ export function operatorApprovalToWire(approval: OperatorApproval): WireOperator
       },
     };
   }
-  return { ...head, signature: approval.signature.toLowerCase() };
+  return {
+    ...head,
+    signature: approval.signature.toLowerCase(),
+    ...(approval.policyBefore === undefined ? {} : { policy_before: approval.policyBefore.toLowerCase() }),
+  };
 }
 
 export function operatorApprovalFromWire(wire: WireOperatorApproval): OperatorApproval {
@@ -56,7 +75,11 @@ export function operatorApprovalFromWire(wire: WireOperatorApproval): OperatorAp
       },
     };
   }
-  return { ...head, signature: wire.signature as Hex };
+  return {
+    ...head,
+    signature: wire.signature as Hex,
+    ...(wire.policy_before === undefined ? {} : { policyBefore: wire.policy_before as Hex }),
+  };
 }
 
 /** The ops an operator approval can be for. */
@@ -70,6 +93,12 @@ export type OperatorApprovalMessageInput = {
   op: OperatorApprovedOp;
   /** The change approved: agentPolicySubject, heldActionSubject or nodeFreezeSubject. */
   subject: Hex;
+  /**
+   * set_agent_policy only, and there always: agentPolicySubject of the policy the change replaces
+   * (the one the enclave holds when the operator signs). The enclave takes the approval only over
+   * that very policy.
+   */
+  policyBefore?: Hex;
   keyId: string;
   counter: number;
   /** Unix seconds. */
@@ -85,6 +114,7 @@ export function operatorApprovalMessage(input: OperatorApprovalMessageInput): Ui
     instance_id: input.instanceId,
     op: input.op,
     subject: input.subject.toLowerCase(),
+    policy_before: input.policyBefore?.toLowerCase() ?? null,
     key_id: input.keyId,
     counter: input.counter,
     expires_at: input.expiresAt,
@@ -96,7 +126,8 @@ const digest = (value: unknown): Hex => toHex(sha256(encodeCanonicalCbor(value))
 /**
  * The subject of a set_agent_policy: the key and the policy as the enclave will hold it (the
  * document normalised: lowercase addresses, only what it sets), or null for none. Two documents
- * meaning the same policy have one subject.
+ * meaning the same policy have one subject. Of the policy the enclave holds now, it is the
+ * approval's `policyBefore`.
  */
 export function agentPolicySubject(keyRef: string, policy: AgentPolicyDocument | null): Hex {
   return digest({

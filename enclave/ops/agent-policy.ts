@@ -47,11 +47,14 @@ export const setAgentPolicy: OpHandler<"set_agent_policy"> = async (ctx, params)
   let accepted: AcceptedApproval | null = null;
   // An approval given where none is needed is checked all the same: never silently ignored.
   if (params.operator) {
+    const sealedBefore = state.agentPolicies.get(key.keyRef)?.document ?? null;
     const checked = checkOperatorApproval(ctx.config, state, {
       op: "set_agent_policy",
       subject: agentPolicySubject(key.keyRef, document),
-      // A passkey signs the policy before (the one sealed here now) and after, as the console showed.
-      shown: policyShown(key.keyRef, state.agentPolicies.get(key.keyRef)?.document ?? null, document),
+      // Both kinds of approval bind the policy before (the one sealed here now) and after, so one
+      // held back while the agent froze or tightened its policy cannot undo that.
+      policyBefore: agentPolicySubject(key.keyRef, sealedBefore),
+      shown: policyShown(key.keyRef, sealedBefore, document),
       approval: params.operator,
       nowMs: now.getTime(),
     });

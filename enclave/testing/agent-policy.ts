@@ -126,15 +126,20 @@ export const outcome = (response: EnclaveResponse) =>
 export type Operator = {
   keyId: string;
   key: OperatorKey;
-  /** A wire approval of `op` over `subject`; the counter grows on each unless given. */
+  /**
+   * A wire approval of `op` over `subject` (a set_agent_policy's over `policyBefore`, the
+   * agentPolicySubject of the policy it replaces); the counter grows on each unless given.
+   */
   approve: (
     op: OperatorApprovedOp,
     subject: Hex,
-    change?: Partial<{ counter: number; expiresAt: number }>,
+    change?: Partial<{ counter: number; expiresAt: number; policyBefore: Hex }>,
   ) => Promise<Record<string, unknown>>;
 };
 
 let counter = Date.now();
+/** The next counter of the tests' operator approvals (each above the last). */
+export const nextOperatorCounter = () => ++counter;
 
 /** Makes an operator key in the fixture's folder and enrolls it with the policy authority. */
 export async function enrolledOperator(
@@ -168,8 +173,9 @@ export function approver(
         instanceId: await instanceIdOf(client),
         op,
         subject,
+        ...(change.policyBefore === undefined ? {} : { policyBefore: change.policyBefore }),
         keyId,
-        counter: change.counter ?? ++counter,
+        counter: change.counter ?? nextOperatorCounter(),
         expiresAt: change.expiresAt ?? Math.floor(Date.now() / 1000) + 300,
       }),
     );

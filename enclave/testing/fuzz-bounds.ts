@@ -36,6 +36,7 @@ import {
   verifyTypedData,
 } from "viem";
 import { openRecoveryCopy } from "../../ops/lib/reencrypt-envelope.ts";
+import type { AgentPolicyDocument } from "../../shared/agent-policy.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../shared/constants.ts";
 import { nativeTransferAuthDomain, TRANSFER_WITH_AUTHORIZATION_TYPES } from "../../shared/eip712.ts";
 import { PRIVILEGED_OP_SCOPE, type PrivilegedOp } from "../../shared/enclave-protocol.ts";
@@ -184,6 +185,8 @@ export class SignedBounds {
   private faucetSpent = 0n;
   private readonly settlements = new Map<string, Settlement>();
   private readonly operatorCounters = new Map<string, number>();
+  /** Each agent key's policy as the enclave holds it (what its last accepted change set). */
+  private readonly agentPolicies = new Map<string, AgentPolicyDocument | null>();
   private nodeFrozen = false;
   /** Keys each backup's batch brought back. */
   private readonly imported = new Map<string, number>();
@@ -292,12 +295,20 @@ export class SignedBounds {
         );
       case "set_node_frozen":
         return this.freeze(params);
-      case "set_agent_policy":
-        return params.operator === undefined
-          ? null
-          : this.approved(params, "set_agent_policy", () =>
-              agentPolicySubject(String(params.key_ref), params.policy as never),
-            );
+      case "set_agent_policy": {
+        const keyRef = String(params.key_ref);
+        const problem =
+          params.operator === undefined
+            ? null
+            : this.approved(
+                params,
+                "set_agent_policy",
+                () => agentPolicySubject(keyRef, params.policy as never),
+                agentPolicySubject(keyRef, this.agentPolicies.get(keyRef) ?? null),
+              );
+        this.agentPolicies.set(keyRef, result.policy as AgentPolicyDocument | null);
+        return problem;
+      }
       default:
         return null;
     }
@@ -693,12 +704,22 @@ export class SignedBounds {
     return problem;
   }
 
-  /** Null when `params.operator` is an approval the operator signed of `op` over exactly this, used once. */
-  private approved(params: Params, op: OperatorApprovedOp, subject: () => Hex): string | null {
+  /**
+   * Null when `params.operator` is an approval the operator signed of `op` over exactly this (a
+   * policy change's over the policy the enclave held), used once.
+   */
+  private approved(
+    params: Params,
+    op: OperatorApprovedOp,
+    subject: () => Hex,
+    policyBefore?: Hex,
+  ): string | null {
     const approval = params.operator as { key_id?: string; counter?: number } | undefined;
     const approved = approval && typeof approval === "object" ? this.shapes.genuine.get(approval) : undefined;
     if (!approved || approved.op !== op || approved.subject !== subject())
       return `${op} succeeded without the operator's approval of exactly this`;
+    if (approved.policyBefore !== policyBefore)
+      return `${op} took an operator's approval signed over another policy than the one it held`;
     const last = this.operatorCounters.get(String(approval!.key_id)) ?? 0;
     if ((approval!.counter ?? 0) <= last) return `${op} accepted an operator's approval twice`;
     this.operatorCounters.set(String(approval!.key_id), approval!.counter!);

@@ -12,7 +12,7 @@ import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import type { Address } from "viem";
 import { signOperatorApproval } from "../../ops/lib/operator-key.ts";
-import { agentPolicySchema } from "../../shared/agent-policy.ts";
+import { type AgentPolicyDocument, agentPolicySchema } from "../../shared/agent-policy.ts";
 import { CHAIN_ID, NATIVE_TRANSFER_AUTH_ADDRESS } from "../../shared/constants.ts";
 import { MAX_FAUCET_COOLDOWN_MS } from "../../shared/enclave-ops.ts";
 import type { EnclaveOp } from "../../shared/enclave-protocol.ts";
@@ -77,7 +77,8 @@ export function withValidAddresses(value: unknown): unknown {
 const OTHER_SUBJECT: Hex = `0x${"5a".repeat(32)}`;
 
 /** What an approval the enrolled operator signed approves. */
-export type Approved = { op: OperatorApprovedOp; subject: Hex };
+/** What a genuine approval approves: `policyBefore` a set_agent_policy's (the policy it replaces). */
+export type Approved = { op: OperatorApprovedOp; subject: Hex; policyBefore?: Hex };
 
 /** The shaped requests of one world, and the approvals its operator signed for them. */
 export class FuzzShapes {
@@ -359,7 +360,7 @@ export class FuzzShapes {
    * wrong: an impostor's key under the operator's id, an unknown id, an approval of another
    * subject, an expired or too long one, another instance's, or an earlier approval sent again.
    */
-  private approval(op: OperatorApprovedOp, subject: () => Hex): fc.Arbitrary<unknown> {
+  private approval(op: OperatorApprovedOp, subject: () => Hex, policyBefore?: Hex): fc.Arbitrary<unknown> {
     const { world } = this;
     return fc
       .constantFrom(
@@ -382,7 +383,11 @@ export class FuzzShapes {
           return again;
         }
         const now = nowSeconds();
-        const approved: Approved = { op, subject: how === "other-subject" ? OTHER_SUBJECT : subject() };
+        const approved: Approved = {
+          op,
+          subject: how === "other-subject" ? OTHER_SUBJECT : subject(),
+          ...(policyBefore === undefined ? {} : { policyBefore }),
+        };
         const wire = operatorApprovalToWire(
           signOperatorApproval(how === "impostor" ? world.impostor : world.operator.key, {
             envId: world.envId,
@@ -390,6 +395,7 @@ export class FuzzShapes {
             instanceId: how === "other-instance" ? randomUUID() : world.instanceId,
             op,
             subject: approved.subject,
+            ...(policyBefore === undefined ? {} : { policyBefore }),
             keyId: how === "unknown-id" ? "nobody" : world.operator.keyId,
             counter: ++this.counter,
             expiresAt: how === "expired" ? now - 1 : how === "too-long" ? now + 7200 : now + 300,
@@ -443,24 +449,32 @@ export class FuzzShapes {
 
   private setAgentPolicy(): fc.Arbitrary<unknown> {
     const { agents, payee } = this.world;
+    const typical: (AgentPolicyDocument | null)[] = [
+      null,
+      { transfers: { daily_units: "1000" } },
+      { transfers: { per_tx_units: "1000000000", allow: [RECIPIENT] } },
+      { x402: { payees: [{ pay_to: payee.address.toLowerCase(), per_payment_units: "10000" }] } },
+      { approval_above_units: "1" },
+      { frozen: true },
+    ];
     const document = fc.oneof(
-      fc.constant(null),
-      fc.constantFrom(
-        { transfers: { daily_units: "1000" } },
-        { transfers: { per_tx_units: "1000000000", allow: [RECIPIENT] } },
-        { x402: { payees: [{ pay_to: payee.address.toLowerCase(), per_payment_units: "10000" }] } },
-        { approval_above_units: "1" },
-        { frozen: true },
-      ),
+      fc.constantFrom(...typical),
       arbitraryFromSchema(agentPolicySchema).map(withValidAddresses),
     );
     return fc
-      .record({ key_ref: fc.constantFrom(...agents.map((agent) => agent.key_ref)), policy: document })
-      .chain((params) =>
+      .record({
+        key_ref: fc.constantFrom(...agents.map((agent) => agent.key_ref)),
+        policy: document,
+        // The policy the operator signs over: the one the key holds when it is one of the typical.
+        before: fc.constantFrom(...typical),
+      })
+      .chain(({ before, ...params }) =>
         fc.oneof(
           fc.constant(params),
-          this.approval("set_agent_policy", () =>
-            agentPolicySubject(params.key_ref, params.policy as Parameters<typeof agentPolicySubject>[1]),
+          this.approval(
+            "set_agent_policy",
+            () => agentPolicySubject(params.key_ref, params.policy as AgentPolicyDocument | null),
+            agentPolicySubject(params.key_ref, before),
           ).map((operator) => ({ ...params, operator })),
         ),
       );

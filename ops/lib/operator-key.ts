@@ -38,9 +38,9 @@ export async function readOperatorKey(file: string): Promise<OperatorKey> {
 }
 
 /**
- * Signs an approval of `input.op` over `input.subject` for one enclave instance. The counter the
- * caller passes must exceed the last one this key used on that enclave; the current time in
- * milliseconds (operatorCounterNow) grows without a round trip.
+ * Signs an approval of `input.op` over `input.subject` (and a policy change's `policyBefore`) for
+ * one enclave instance. The counter the caller passes must exceed the last one this key used on
+ * that enclave; the current time in milliseconds (operatorCounterNow) grows without a round trip.
  */
 export function signOperatorApproval(key: OperatorKey, input: OperatorApprovalMessageInput): KeyApproval {
   const message = operatorApprovalMessage(input);
@@ -50,6 +50,7 @@ export function signOperatorApproval(key: OperatorKey, input: OperatorApprovalMe
     counter: input.counter,
     expiresAt: input.expiresAt,
     signature: toHex(new Uint8Array(signature)),
+    ...(input.policyBefore === undefined ? {} : { policyBefore: input.policyBefore }),
   };
 }
 

@@ -89,7 +89,8 @@ export async function enrollOperator(params: {
 /** An operator key ready to sign for one enclave instance, under the id the enclave enrolled it. */
 export type OperatorSigner = {
   keyId: string;
-  approve(op: OperatorApprovedOp, subject: Hex): KeyApproval;
+  /** `policyBefore`: a set_agent_policy's, agentPolicySubject of the policy the enclave holds now. */
+  approve(op: OperatorApprovedOp, subject: Hex, policyBefore?: Hex): KeyApproval;
 };
 
 export type OperatorSignerFailure =
@@ -116,7 +117,7 @@ export async function operatorSigner(
   if (keyId === undefined) return err({ code: "not_enrolled", publicKey: key.publicKey });
   return ok({
     keyId,
-    approve(op, subject) {
+    approve(op, subject, policyBefore) {
       const lifetime = Math.min(APPROVAL_LIFETIME_SECONDS, MAX_OPERATOR_APPROVAL_SECONDS);
       return signOperatorApproval(key, {
         envId: identity.envId,
@@ -124,6 +125,7 @@ export async function operatorSigner(
         instanceId: identity.instanceId,
         op,
         subject,
+        ...(policyBefore === undefined ? {} : { policyBefore }),
         keyId,
         counter: operatorCounterNow(),
         expiresAt: Math.floor(Date.now() / 1000) + lifetime,

@@ -576,6 +576,51 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     });
   });
 
+  it("an operator's approval of a loosening that the origin held back while the agent froze itself (its PATCH) is refused by the enclave, operator_policy_changed: the agent stays frozen", async () => {
+    const agent = await stack.newAgent();
+    const calls = policyCalls(agent);
+    const a = { transfers: { daily_units: "1000000" } };
+    const b = { transfers: { daily_units: "9000000" } };
+    expect((await calls.patch(a)).status).toBe(200);
+    const identity = await stack.signer.getSealedIdentity();
+    if (!identity.ok) throw new Error(identity.error.code);
+    // The operator approves A → B over A; a compromised origin keeps it instead of sealing it.
+    const heldBack = signOperatorApproval(operator.key, {
+      envId: identity.value.envId,
+      chainId: CHAIN_ID,
+      instanceId: identity.value.instanceId,
+      op: "set_agent_policy",
+      subject: agentPolicySubject(agent.keyRef, b),
+      policyBefore: agentPolicySubject(agent.keyRef, a),
+      keyId: operator.keyId,
+      counter: operatorCounterNow(),
+      expiresAt: Math.floor(Date.now() / 1000) + 300,
+    });
+    expect((await calls.patch({ frozen: true })).status).toBe(200);
+    const relayed = await changeAgentPolicy(
+      { db: stack.db.handle.db, signer: stack.signer, authorize: stack.authorities.admin, nodePayee: null },
+      {
+        agent: { agentId: agent.agentId, keyRef: agent.keyRef },
+        next: b,
+        changedBy: { by: "operator", operatorKeyId: operator.keyId },
+        operator: heldBack,
+      },
+    );
+    const sealed = await stack.signer.getAgentPolicy({ keyRef: agent.keyRef });
+    expect(
+      sealed.ok && sealed.value.policy,
+      "the enclave sealed the held-back B over the agent's freeze",
+    ).toEqual({
+      ...a,
+      frozen: true,
+    });
+    expect(relayed).toMatchObject({
+      ok: false,
+      error: { code: "signer", failure: { code: "capability_rejected", detail: "operator_policy_changed" } },
+    });
+    expect((await calls.get()).policy).toEqual({ ...a, frozen: true });
+  });
+
   it("a PATCH that tightens the stored policy but loosens the tighter one the enclave holds is 403 naming the rule, not an outage to retry", async () => {
     const agent = await stack.newAgent();
     const calls = policyCalls(agent);
@@ -660,6 +705,8 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
           instanceId: identity.value.instanceId,
           op: "set_agent_policy",
           subject: agentPolicySubject(agent.keyRef, listed),
+          // A new agent: the enclave holds no policy for it yet.
+          policyBefore: agentPolicySubject(agent.keyRef, null),
           keyId: operator.keyId,
           counter: operatorCounterNow(),
           expiresAt: Math.floor(Date.now() / 1000) + 300,

@@ -93,12 +93,19 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     return { status: response.status, text, body: JSON.parse(text) };
   };
 
+  /** The policy the enclave holds for the agent now, or null for none. */
+  const sealedPolicyOf = async (agent: StackAgent) =>
+    expectOk(await enclave.request("get_agent_policy", { key_ref: agent.keyRef }))
+      .policy as AgentPolicyDocument | null;
   /** Seals the agent's policy in the enclave (with an operator's approval: it may loosen) and stores it as the origin does. */
   const setPolicy = async (agent: StackAgent, document: AgentPolicyDocument) => {
     const params = {
       key_ref: agent.keyRef,
       policy: document,
-      operator: await operator.approve("set_agent_policy", agentPolicySubject(agent.keyRef, document)),
+      // Signed over the policy the enclave holds now, as the operator's tool signs it.
+      operator: await operator.approve("set_agent_policy", agentPolicySubject(agent.keyRef, document), {
+        policyBefore: agentPolicySubject(agent.keyRef, await sealedPolicyOf(agent)),
+      }),
     };
     const sealed = expectOk(
       await enclave.request(
