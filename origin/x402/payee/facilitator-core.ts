@@ -24,7 +24,8 @@ import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { X402Runtime } from "../setup.ts";
 import { type CatalogueEntry, settledResourceOf } from "./catalogue-entry.ts";
 import type { X402Limits } from "./client-limit.ts";
-import { type PaymentKey, returnPaidAnswer } from "./paid-answers.ts";
+import { sha256 } from "./earlier-presentation.ts";
+import { type PaymentKey, paidAnswerAwaits, returnPaidAnswer } from "./paid-answers.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
 import { PAYMENT_IDENTIFIER, paymentFingerprint, paymentIdOf } from "./payment-identifier.ts";
 import { type PaymentIdRequest, paymentIdStanding } from "./payment-ids.ts";
@@ -333,6 +334,15 @@ export function createFacilitator({
       );
     }
     const result = await verifyFacts(verifyDeps, admitted);
+    // A payment whose settlement owes this payload its paid answer (the retry a settlement_pending
+    // answer asked for) is answered paid by settle: valid, or a seller that verifies first never
+    // settles it.
+    if (
+      !result.ok &&
+      result.error.code === X402_REASONS.nonceUsed &&
+      (await paidAnswerAwaits(verifyDeps.db, admitted.authorization, sha256(admitted.envelope.raw.payload)))
+    )
+      return { status: 200, body: { isValid: true, payer: admitted.payer } };
     return {
       // The chain out of reach says nothing of the payment: a named 503, not a verdict.
       status: !result.ok && result.error.code === X402_REASONS.chainUnavailable ? 503 : 200,

@@ -259,6 +259,58 @@ describe("through the edge, an origin whose chain mines when told", () => {
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 120_000);
 
+  it("a payment an official seller's settle left pending is valid to that seller's verify when the payer presents it again, as its settle then answers it: paid, once", async () => {
+    // The official resource server verifies each presentation before it settles it. A payer told
+    // settlement_pending presents the same payment again, as the answer says; verify must not
+    // refuse what settle owes (the paid answer), or the seller never serves a payment that settled.
+    // Mutation: verify answering every claimed (from, nonce) nonce_already_used, as before, refuses
+    // the retry while it is in flight and once it settled.
+    const payer = await fundedPayer(stack.devnet.url);
+    const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+    const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: node.facilitator })).register(
+      CAIP2_NETWORK,
+      new ExactEvmServer(),
+    );
+    await server.initialize();
+    expect(await server.verifyPayment(payload, payload.accepted)).toMatchObject({ isValid: true });
+    const transaction = await withMiningHeld(async (mine) => {
+      // Its settle and the one retry the official server makes of a pending answer: both pending.
+      const pending = (await server.settlePayment(payload, payload.accepted).catch((error) => error)) as {
+        errorReason?: string;
+        transaction?: string;
+      };
+      expect(pending).toMatchObject({
+        errorReason: X402_REASONS.settlementPending,
+        transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      });
+      // The payer presents it again while it is mined.
+      expect(await server.verifyPayment(payload, payload.accepted)).toEqual({
+        isValid: true,
+        payer: payer.address.toLowerCase(),
+      });
+      await mine();
+      return pending.transaction!;
+    });
+    await expect
+      .poll(async () => (await read(statusUrl(payload))).body.status, { timeout: 30_000, interval: 100 })
+      .toBe("settled");
+    expect(await server.verifyPayment(payload, payload.accepted)).toEqual({
+      isValid: true,
+      payer: payer.address.toLowerCase(),
+    });
+    expect(await server.settlePayment(payload, payload.accepted)).toMatchObject({
+      success: true,
+      transaction,
+    });
+    // Its one paid answer taken: a replay is refused at verify, and settles nothing.
+    expect(await server.verifyPayment(payload, payload.accepted)).toMatchObject({
+      isValid: false,
+      invalidReason: X402_REASONS.nonceUsed,
+    });
+    expect(await settlerTransactions(payload)).toEqual([transaction]);
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  }, 120_000);
+
   /**
    * A payment presented under a payment id, answered 504 settlement_pending (mining held), then
    * settled; no presentation of it answered paid yet.
