@@ -197,7 +197,7 @@ export function createFacilitator({
     if (body === "too_deep") return refused(X402_REASONS.invalidPayload, "", 400);
     const checked = check(body.json);
     if (!checked.ok) return refused(checked.error.code, checked.error.payer ?? "", 200);
-    const wait = limits.payment(clientIp, checked.value.payer);
+    const wait = limits.payment(clientIp, checked.value.payer, checked.value.authorization.nonce);
     if (wait !== undefined) {
       return {
         turned: { reason: X402_REASONS.rateLimited, retryAfterSeconds: wait },
@@ -445,7 +445,7 @@ export function createFacilitator({
       const id = paymentIdOf(envelope.raw);
       if ("refused" in id) return { turned: refusedFrom(clientIp, id.refused) };
       // A signed payment reads the chain and may settle: it counts against its payer and its address.
-      const wait = limits.payment(clientIp, checked.value.payer);
+      const wait = limits.payment(clientIp, checked.value.payer, checked.value.authorization.nonce);
       if (wait !== undefined)
         return { turned: { reason: X402_REASONS.rateLimited, retryAfterSeconds: wait } };
       return { ...checked.value, envelope, ...id };
