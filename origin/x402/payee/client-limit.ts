@@ -7,7 +7,8 @@
  *    payment, terms not ours, outside its window, not signed by its `from`) counts against its
  *    client's address, an IPv4 address or an IPv6 /64 (http/client-ip.ts addressGroup):
  *    AGENT_X402_RATE_LIMIT_PER_MINUTE a minute;
- *  - a well-formed payment its `from` signed counts against that payer,
+ *  - a well-formed payment its `from` signed (one past its window too, whose settlement is looked
+ *    up: facilitator-core.ts checkSigned) counts against that payer,
  *    AGENT_X402_RATE_LIMIT_PER_MINUTE a minute, and against its address's budget for such
  *    payments, AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE across all its payers (so one address cannot
  *    flood the chain reads with payers it makes up either). The payer's window counts each of its

@@ -40,8 +40,16 @@ import {
 } from "./settle-answer.ts";
 import { settleOncePerId } from "./settle-once-per-id.ts";
 import { settledOutcome } from "./settled-outcome.ts";
+import { hasSettlement } from "./settlement-view.ts";
 import { authorizationUseOf } from "./used-elsewhere.ts";
-import { checkContext, checkPayment, compareRequirements, type VerifyDeps, verifyFacts } from "./verify.ts";
+import {
+  checkClosedPayment,
+  checkContext,
+  checkPayment,
+  compareRequirements,
+  type VerifyDeps,
+  verifyFacts,
+} from "./verify.ts";
 
 /** `@x402/core`'s VerifyResponse. */
 export type VerifyResponse = { isValid: boolean; invalidReason?: string; payer?: string };
@@ -82,6 +90,11 @@ export type CheckedPayment = {
   authorization: PaymentEnvelope["authorization"];
   /** The `payment-identifier` id the payment carries (payment-identifier.ts), if any. */
   paymentId?: string;
+  /**
+   * Past its window (validBefore) but otherwise sound (verify.ts checkClosedPayment): answered
+   * from its settlement when one is kept, else refused as past its window (windowStands).
+   */
+  windowClosed?: true;
 };
 
 /**
@@ -147,6 +160,22 @@ export function createFacilitator({
   };
 
   /**
+   * checkPayment; a payment refused only for its closed window is a payment all the same, marked
+   * so: a settlement of it may have settled it (a retry after `settlement_pending` comes when it
+   * comes), and it is answered from that settlement, never told it expired.
+   */
+  const checkSigned = (envelope: PaymentEnvelope): Parsed<Omit<CheckedPayment, "envelope">> => {
+    const context = checkContext(verifyDeps);
+    const checked = checkPayment(envelope, runtime.requirements, context);
+    if (checked.ok || checked.error.code !== X402_REASONS.validBefore) return checked;
+    const closed = checkClosedPayment(envelope, runtime.requirements, context);
+    return closed.ok ? ok({ ...closed.value, windowClosed: true }) : checked;
+  };
+  /** A payment past its window that no settlement of ours answers for: refused as past it. */
+  const windowStands = async (payment: CheckedPayment): Promise<boolean> =>
+    payment.windowClosed === true && !(await hasSettlement(verifyDeps.db, payment.authorization));
+
+  /**
    * Parses `{x402Version, paymentPayload, paymentRequirements}` and runs the checks that need
    * neither the chain nor the database (verify.ts checkPayment).
    */
@@ -162,7 +191,7 @@ export function createFacilitator({
     }
     const differs = compareRequirements(given as Record<string, unknown>, runtime.requirements);
     if (differs) return err({ code: differs, payer });
-    const checked = checkPayment(envelope.value, runtime.requirements, checkContext(verifyDeps));
+    const checked = checkSigned(envelope.value);
     if (!checked.ok) return checked;
     const id = paymentIdOf(envelope.value.raw);
     if ("refused" in id) return err({ code: id.refused, payer });
@@ -248,6 +277,7 @@ export function createFacilitator({
     clientIp: string,
     resource: CatalogueEntry | undefined,
   ): ReturnType<Facilitator["settleChecked"]> => {
+    if (await windowStands(payment)) return { turned: { reason: X402_REASONS.validBefore } };
     const { paymentId } = payment;
     if (paymentId === undefined) {
       const settled = await settleInSlot(payment, clientIp, resource);
@@ -368,9 +398,10 @@ export function createFacilitator({
       return { status: 409, body: failed(X402_REASONS.paymentIdentifierConflict, admitted.payer) };
     }
     if ("turned" in settled) {
+      const answer = failed(settled.turned.reason, admitted.payer);
       return {
-        status: 429,
-        body: failed(settled.turned.reason, admitted.payer),
+        status: settled.turned.retryAfterSeconds === undefined ? settleStatus(answer) : 429,
+        body: answer,
         ...retryAfter(settled.turned),
       };
     }
@@ -408,7 +439,10 @@ export function createFacilitator({
       const admitted = admit(body, clientIp);
       if ("turned" in admitted) return refuse(admitted.turned, admitted.payer, admitted.status);
       return whileDatabaseAnswers(
-        () => verifyAdmitted(admitted, clientIp),
+        async () =>
+          (await windowStands(admitted))
+            ? refuse({ reason: X402_REASONS.validBefore }, admitted.payer, 200)
+            : verifyAdmitted(admitted, clientIp),
         () => ({
           status: 503,
           body: { isValid: false, invalidReason: X402_REASONS.serviceUnavailable, payer: admitted.payer },
@@ -440,7 +474,7 @@ export function createFacilitator({
     },
 
     checkEnvelope(envelope, clientIp) {
-      const checked = checkPayment(envelope, runtime.requirements, checkContext(verifyDeps));
+      const checked = checkSigned(envelope);
       if (!checked.ok) return { turned: refusedFrom(clientIp, checked.error.code) };
       const id = paymentIdOf(envelope.raw);
       if ("refused" in id) return { turned: refusedFrom(clientIp, id.refused) };

@@ -311,6 +311,48 @@ describe("through the edge, an origin whose chain mines when told", () => {
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 120_000);
 
+  it("a settled payment presented again once its authorization's window has closed is answered from its settlement: the retry its pending answer asked for paid, once, then the nonce used by that transaction; never that the authorization expired", async () => {
+    // A window closing while its settlement is pending is the usual case (validBefore is now + 60
+    // for the official client): the retry comes when it comes. "Expired" tells a payer, or a seller,
+    // that nothing was paid, and the payer pays again. Mutation: refusing every presentation past
+    // validBefore (as before) answers each of these valid_before, the one owed its paid answer too.
+    const payer = await fundedPayer(stack.devnet.url);
+    const quoted = await quote(`${node.edge.url}/77/x402/demo`);
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const payload = await envelopeWithWindow(quoted, payer, { validAfter: 0n, validBefore: now + 10n });
+    const transaction = await withMiningHeld(async (mine) => {
+      const pending = await post(node.facilitator, "settle", payload);
+      expect(pending).toMatchObject({ status: 504, body: { errorReason: X402_REASONS.settlementPending } });
+      await mine();
+      return pending.body.transaction as string;
+    });
+    await expect
+      .poll(async () => (await read(statusUrl(payload))).body.status, { timeout: 30_000, interval: 100 })
+      .toBe("settled");
+    // Past validBefore, by more than the margin.
+    await sleep(Math.max(0, Number(now + 10n + 7n) * 1000 - Date.now()));
+    expect(await post(node.facilitator, "verify", payload)).toEqual({
+      status: 200,
+      body: { isValid: true, payer: payer.address.toLowerCase() },
+    });
+    expect(await post(node.facilitator, "settle", payload)).toMatchObject({
+      status: 200,
+      body: { success: true, transaction },
+    });
+    expect(await post(node.facilitator, "settle", payload)).toMatchObject({
+      status: 400,
+      body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction },
+    });
+    const demo = await fetch(`${node.edge.url}/77/x402/demo`, {
+      headers: { "PAYMENT-SIGNATURE": paymentHeader(payload) },
+    });
+    expect(demo.status).toBe(402);
+    expect(
+      JSON.parse(Buffer.from(demo.headers.get("payment-response") ?? "", "base64").toString() || "{}"),
+    ).toMatchObject({ errorReason: X402_REASONS.nonceUsed, transaction });
+    expect(await settlerTransactions(payload)).toEqual([transaction]);
+  }, 120_000);
+
   /**
    * A payment presented under a payment id, answered 504 settlement_pending (mining held), then
    * settled; no presentation of it answered paid yet.
