@@ -9,7 +9,9 @@
  * BENCH_FLOOD_FRONT=1 through the local front as `npm start` serves it: bench/flood-driver.ts)
  * and the flood in a process of their own. For each kind, in one run, within the limits' minute:
  *   1. the limit is used, unmeasured (the minute's 120 registration attempts from 12 addresses;
- *      60 bad tokens from each flooding address; PAYMENTS_PER_PAYER verifies of one payer);
+ *      60 bad tokens from each flooding address; PAYMENTS_PER_PAYER verifies of one payer's
+ *      payment from one address, which its address's budget for signed payments holds: the payer's
+ *      window counts the one authorization once);
  *   2. quiet: one agent reads GET /balance every AGENT_INTERVAL_MS, straight at the origin (the
  *      edge in front of it is Cloudflare's in production; here it shares the two cores);
  *   3. the flood, FLOOD_RATE a second for FLOOD_S seconds (open loop, at most MAX_IN_FLIGHT out)
@@ -242,6 +244,8 @@ export async function runFloods(
         AGENT_REGISTRATION_IP_SECRET: randomBytes(32).toString("hex"),
         AGENT_ADMIN_API_TOKEN: adminToken,
         AGENT_X402_RATE_LIMIT_PER_MINUTE: String(PAYMENTS_PER_PAYER),
+        // The one payment sent again is counted once against its payer: its address's budget holds it.
+        AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE: String(PAYMENTS_PER_PAYER),
         // Info, as deployed: each refusal writes its request's log line. "warn" shows what that costs.
         LOG_LEVEL: process.env.BENCH_ORIGIN_LOG_LEVEL ?? "info",
       }),
@@ -307,7 +311,7 @@ export async function runFloods(
         flood: badTokens,
       },
       verify: {
-        title: `POST /x402/facilitator/verify, one payer's signed payment from one address past its ${PAYMENTS_PER_PAYER} a minute`,
+        title: `POST /x402/facilitator/verify, one payer's signed payment from one address past the address's ${PAYMENTS_PER_PAYER} a minute`,
         async useLimit() {
           const payment = await envelope(`${origin!.base}/x402/demo`, newAccount());
           verifyBody = JSON.stringify({

@@ -6,7 +6,13 @@ import { addressOfPublicKey, publicKeyOf, signDigest } from "../../../shared/sec
 import { X402_REASONS } from "../reasons.ts";
 import type { Authorization, PaymentEnvelope } from "./payment.ts";
 import { demoRequirements, type PaymentRequirements } from "./requirements.ts";
-import { type CheckContext, checkPayment, compareRequirements, PAYER_CLOCK_AHEAD_SECONDS } from "./verify.ts";
+import {
+  type CheckContext,
+  checkClosedPayment,
+  checkPayment,
+  compareRequirements,
+  PAYER_CLOCK_AHEAD_SECONDS,
+} from "./verify.ts";
 
 // The x402 rules that need neither the database nor the chain (verify.ts): the requirement the
 // client accepted against ours, field by field, then the envelope: version, recipient, value,
@@ -185,6 +191,31 @@ describe("checkPayment: the envelope against our one requirement", () => {
       const result = checkPayment(given, OURS, context);
       expect(result.ok ? null : result.error.code).toBe(reason);
       expect(result.ok ? result.value.payer : result.error.payer).toBe(PAYER);
+    });
+  }
+});
+
+describe("checkClosedPayment: a payment past its window, checked as of the last second it was in it", () => {
+  // What the facilitator looks up a settlement for rather than refusing it as expired
+  // (facilitator-core.ts checkSigned); anything else is refused as checkPayment refuses it now.
+  const closed = { ...CONTEXT, nowSeconds: NOW + 600n };
+  const otherKey = fromHex(`0x${"22".repeat(32)}`);
+  const cases: Array<[string, PaymentEnvelope, string | null]> = [
+    ["sound, its window closed", envelope({}), null],
+    ["closed with exactly the margin left", envelope({ authorization: { validBefore: NOW + 606n } }), null],
+    [
+      "never in a window of the margin's width",
+      envelope({ authorization: { validAfter: NOW + 50n } }),
+      X402_REASONS.validAfter,
+    ],
+    ["signed by someone other than `from`", envelope({ signWith: otherKey }), X402_REASONS.signature],
+    ["another amount", envelope({ authorization: { value: 1n } }), X402_REASONS.valueMismatch],
+  ];
+  for (const [name, given, reason] of cases) {
+    it(name, () => {
+      expect(checkPayment(given, OURS, closed)).toMatchObject({ ok: false });
+      const result = checkClosedPayment(given, OURS, closed);
+      expect(result.ok ? null : result.error.code).toBe(reason);
     });
   }
 });

@@ -7,10 +7,14 @@
  *    payment, terms not ours, outside its window, not signed by its `from`) counts against its
  *    client's address, an IPv4 address or an IPv6 /64 (http/client-ip.ts addressGroup):
  *    AGENT_X402_RATE_LIMIT_PER_MINUTE a minute;
- *  - a well-formed payment its `from` signed counts against that payer,
+ *  - a well-formed payment its `from` signed (one past its window too, whose settlement is looked
+ *    up: facilitator-core.ts checkSigned) counts against that payer,
  *    AGENT_X402_RATE_LIMIT_PER_MINUTE a minute, and against its address's budget for such
  *    payments, AGENT_X402_ADDRESS_PAYMENTS_PER_MINUTE across all its payers (so one address cannot
- *    flood the chain reads with payers it makes up either);
+ *    flood the chain reads with payers it makes up either). The payer's window counts each of its
+ *    authorizations once a window: the same one presented again counts against its address alone,
+ *    since anyone may present it again (a settled one is in its settlement's calldata, in its
+ *    window for up to a minute more), and replays must not fill its payer's window;
  *  - an offer the enclave signs for a quote (one per resource URL, then reused: offer-receipt.ts)
  *    counts against the address asking, AGENT_X402_RATE_LIMIT_PER_MINUTE a minute, so a client
  *    varying the query string cannot have the enclave sign on every unpaid GET; past it, the quote
@@ -37,11 +41,13 @@ export type X402Limits = {
    */
   refused(clientIp: string): number | undefined;
   /**
-   * Counts one well-formed, correctly signed payment of `payer` from `clientIp`: undefined when
-   * both the payer's window and the address's payment budget have room, else the seconds to wait.
-   * Nothing is counted when either refuses.
+   * Counts one well-formed, correctly signed payment of `payer` (its authorization `nonce`) from
+   * `clientIp`: undefined when both the payer's window and the address's payment budget have room,
+   * else the seconds to wait. An authorization the payer's window counted in the last window
+   * seconds is not counted there again, only in the address's budget. Nothing is counted when
+   * either refuses.
    */
-  payment(clientIp: string, payer: string): number | undefined;
+  payment(clientIp: string, payer: string, nonce: string): number | undefined;
   /**
    * Counts one offer the enclave would sign for a quote `clientIp` asked for (its URL has none
    * held): false past the address's window, and the quote then goes without an offer.
@@ -73,6 +79,8 @@ export function createX402Limits(params: CreateX402LimitsParams): X402Limits {
   const refusedPerAddress = window(params.perMinute);
   const paymentsPerPayer = window(params.perMinute);
   const paymentsPerAddress = window(params.addressPaymentsPerMinute);
+  /** The authorizations the payers' window counted in the window: each once. */
+  const countedAuthorizations = window(1);
   const offersPerAddress = window(params.perMinute);
   const readsPerAddress = window(params.readsPerMinute);
   const refused = params.refusals ?? ignoreRefusal;
@@ -83,13 +91,18 @@ export function createX402Limits(params: CreateX402LimitsParams): X402Limits {
       refused("x402_client");
       return decision.retryAfterSeconds;
     },
-    payment(clientIp, payer) {
+    payment(clientIp, payer, nonce) {
       const address = addressGroup(clientIp);
       const key = payer.toLowerCase();
-      const byPayer = paymentsPerPayer.peek(key);
-      if (!byPayer.allowed) {
-        refused("x402_payer");
-        return byPayer.retryAfterSeconds;
+      const authorization = `${key}:${nonce.toLowerCase()}`;
+      // Presented again (a retry, or anyone's replay): the payer's window counted it already.
+      const counted = !countedAuthorizations.peek(authorization).allowed;
+      if (!counted) {
+        const byPayer = paymentsPerPayer.peek(key);
+        if (!byPayer.allowed) {
+          refused("x402_payer");
+          return byPayer.retryAfterSeconds;
+        }
       }
       const byAddress = paymentsPerAddress.peek(address);
       if (!byAddress.allowed) {
@@ -97,7 +110,10 @@ export function createX402Limits(params: CreateX402LimitsParams): X402Limits {
         return byAddress.retryAfterSeconds;
       }
       // Both fit: count both (peek then record is one synchronous step, so nothing slips between).
-      paymentsPerPayer.record(key);
+      if (!counted) {
+        paymentsPerPayer.record(key);
+        countedAuthorizations.record(authorization);
+      }
       paymentsPerAddress.record(address);
       return undefined;
     },

@@ -24,7 +24,8 @@ import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { X402Runtime } from "../setup.ts";
 import { type CatalogueEntry, settledResourceOf } from "./catalogue-entry.ts";
 import type { X402Limits } from "./client-limit.ts";
-import { type PaymentKey, returnPaidAnswer } from "./paid-answers.ts";
+import { sha256 } from "./earlier-presentation.ts";
+import { type PaymentKey, paidAnswerAwaits, returnPaidAnswer } from "./paid-answers.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
 import { PAYMENT_IDENTIFIER, paymentFingerprint, paymentIdOf } from "./payment-identifier.ts";
 import { type PaymentIdRequest, paymentIdStanding } from "./payment-ids.ts";
@@ -39,8 +40,16 @@ import {
 } from "./settle-answer.ts";
 import { settleOncePerId } from "./settle-once-per-id.ts";
 import { settledOutcome } from "./settled-outcome.ts";
+import { hasSettlement } from "./settlement-view.ts";
 import { authorizationUseOf } from "./used-elsewhere.ts";
-import { checkContext, checkPayment, compareRequirements, type VerifyDeps, verifyFacts } from "./verify.ts";
+import {
+  checkClosedPayment,
+  checkContext,
+  checkPayment,
+  compareRequirements,
+  type VerifyDeps,
+  verifyFacts,
+} from "./verify.ts";
 
 /** `@x402/core`'s VerifyResponse. */
 export type VerifyResponse = { isValid: boolean; invalidReason?: string; payer?: string };
@@ -81,6 +90,11 @@ export type CheckedPayment = {
   authorization: PaymentEnvelope["authorization"];
   /** The `payment-identifier` id the payment carries (payment-identifier.ts), if any. */
   paymentId?: string;
+  /**
+   * Past its window (validBefore) but otherwise sound (verify.ts checkClosedPayment): answered
+   * from its settlement when one is kept, else refused as past its window (windowStands).
+   */
+  windowClosed?: true;
 };
 
 /**
@@ -146,6 +160,22 @@ export function createFacilitator({
   };
 
   /**
+   * checkPayment; a payment refused only for its closed window is a payment all the same, marked
+   * so: a settlement of it may have settled it (a retry after `settlement_pending` comes when it
+   * comes), and it is answered from that settlement, never told it expired.
+   */
+  const checkSigned = (envelope: PaymentEnvelope): Parsed<Omit<CheckedPayment, "envelope">> => {
+    const context = checkContext(verifyDeps);
+    const checked = checkPayment(envelope, runtime.requirements, context);
+    if (checked.ok || checked.error.code !== X402_REASONS.validBefore) return checked;
+    const closed = checkClosedPayment(envelope, runtime.requirements, context);
+    return closed.ok ? ok({ ...closed.value, windowClosed: true }) : checked;
+  };
+  /** A payment past its window that no settlement of ours answers for: refused as past it. */
+  const windowStands = async (payment: CheckedPayment): Promise<boolean> =>
+    payment.windowClosed === true && !(await hasSettlement(verifyDeps.db, payment.authorization));
+
+  /**
    * Parses `{x402Version, paymentPayload, paymentRequirements}` and runs the checks that need
    * neither the chain nor the database (verify.ts checkPayment).
    */
@@ -161,7 +191,7 @@ export function createFacilitator({
     }
     const differs = compareRequirements(given as Record<string, unknown>, runtime.requirements);
     if (differs) return err({ code: differs, payer });
-    const checked = checkPayment(envelope.value, runtime.requirements, checkContext(verifyDeps));
+    const checked = checkSigned(envelope.value);
     if (!checked.ok) return checked;
     const id = paymentIdOf(envelope.value.raw);
     if ("refused" in id) return err({ code: id.refused, payer });
@@ -196,7 +226,7 @@ export function createFacilitator({
     if (body === "too_deep") return refused(X402_REASONS.invalidPayload, "", 400);
     const checked = check(body.json);
     if (!checked.ok) return refused(checked.error.code, checked.error.payer ?? "", 200);
-    const wait = limits.payment(clientIp, checked.value.payer);
+    const wait = limits.payment(clientIp, checked.value.payer, checked.value.authorization.nonce);
     if (wait !== undefined) {
       return {
         turned: { reason: X402_REASONS.rateLimited, retryAfterSeconds: wait },
@@ -247,6 +277,7 @@ export function createFacilitator({
     clientIp: string,
     resource: CatalogueEntry | undefined,
   ): ReturnType<Facilitator["settleChecked"]> => {
+    if (await windowStands(payment)) return { turned: { reason: X402_REASONS.validBefore } };
     const { paymentId } = payment;
     if (paymentId === undefined) {
       const settled = await settleInSlot(payment, clientIp, resource);
@@ -333,6 +364,15 @@ export function createFacilitator({
       );
     }
     const result = await verifyFacts(verifyDeps, admitted);
+    // A payment whose settlement owes this payload its paid answer (the retry a settlement_pending
+    // answer asked for) is answered paid by settle: valid, or a seller that verifies first never
+    // settles it.
+    if (
+      !result.ok &&
+      result.error.code === X402_REASONS.nonceUsed &&
+      (await paidAnswerAwaits(verifyDeps.db, admitted.authorization, sha256(admitted.envelope.raw.payload)))
+    )
+      return { status: 200, body: { isValid: true, payer: admitted.payer } };
     return {
       // The chain out of reach says nothing of the payment: a named 503, not a verdict.
       status: !result.ok && result.error.code === X402_REASONS.chainUnavailable ? 503 : 200,
@@ -358,9 +398,10 @@ export function createFacilitator({
       return { status: 409, body: failed(X402_REASONS.paymentIdentifierConflict, admitted.payer) };
     }
     if ("turned" in settled) {
+      const answer = failed(settled.turned.reason, admitted.payer);
       return {
-        status: 429,
-        body: failed(settled.turned.reason, admitted.payer),
+        status: settled.turned.retryAfterSeconds === undefined ? settleStatus(answer) : 429,
+        body: answer,
         ...retryAfter(settled.turned),
       };
     }
@@ -398,7 +439,10 @@ export function createFacilitator({
       const admitted = admit(body, clientIp);
       if ("turned" in admitted) return refuse(admitted.turned, admitted.payer, admitted.status);
       return whileDatabaseAnswers(
-        () => verifyAdmitted(admitted, clientIp),
+        async () =>
+          (await windowStands(admitted))
+            ? refuse({ reason: X402_REASONS.validBefore }, admitted.payer, 200)
+            : verifyAdmitted(admitted, clientIp),
         () => ({
           status: 503,
           body: { isValid: false, invalidReason: X402_REASONS.serviceUnavailable, payer: admitted.payer },
@@ -430,12 +474,12 @@ export function createFacilitator({
     },
 
     checkEnvelope(envelope, clientIp) {
-      const checked = checkPayment(envelope, runtime.requirements, checkContext(verifyDeps));
+      const checked = checkSigned(envelope);
       if (!checked.ok) return { turned: refusedFrom(clientIp, checked.error.code) };
       const id = paymentIdOf(envelope.raw);
       if ("refused" in id) return { turned: refusedFrom(clientIp, id.refused) };
       // A signed payment reads the chain and may settle: it counts against its payer and its address.
-      const wait = limits.payment(clientIp, checked.value.payer);
+      const wait = limits.payment(clientIp, checked.value.payer, checked.value.authorization.nonce);
       if (wait !== undefined)
         return { turned: { reason: X402_REASONS.rateLimited, retryAfterSeconds: wait } };
       return { ...checked.value, envelope, ...id };

@@ -36,6 +36,31 @@ export async function takePaidAnswer(
 }
 
 /**
+ * Whether a settle of this payload now would be answered paid by the settlement of its (from,
+ * nonce), in flight or settled: claimed under no payment id, with this payload, and its one paid
+ * answer still owed (earlier-presentation.ts, which a settle of it waits in). Verify reads it, so
+ * that a seller that verifies before it settles does not refuse the retry a `settlement_pending`
+ * answer asked for (docs/x402.md#after-settlement_pending-retry-the-same-payment).
+ */
+export async function paidAnswerAwaits(
+  db: Db,
+  authorization: PaymentKey,
+  payloadHash: string,
+): Promise<boolean> {
+  // Owed in its own table, or, for a settlement an origin before migration 0046 stored, in its column.
+  const rows = await queryRows(
+    db,
+    sql`select 1 from x402_settlements x
+        where x.payer = ${authorization.from} and x.nonce = ${authorization.nonce}
+          and x.payload_hash = ${payloadHash} and x.payment_id is null
+          and x.status in ('claimed', 'submitted', 'settled')
+          and coalesce((select a.taken_at is null from x402_paid_answers a where a.settlement_id = x.id),
+            x.retry_owed)`,
+  );
+  return rows.length > 0;
+}
+
+/**
  * Gives back the paid answer of the payment, taken for a presentation whose caller left before the
  * answer was written (demo.ts): owed again, it goes to the payer's retry of the same payload, as
  * after a `settlement_pending` answer.

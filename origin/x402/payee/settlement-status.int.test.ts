@@ -259,6 +259,100 @@ describe("through the edge, an origin whose chain mines when told", () => {
     expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
   }, 120_000);
 
+  it("a payment an official seller's settle left pending is valid to that seller's verify when the payer presents it again, as its settle then answers it: paid, once", async () => {
+    // The official resource server verifies each presentation before it settles it. A payer told
+    // settlement_pending presents the same payment again, as the answer says; verify must not
+    // refuse what settle owes (the paid answer), or the seller never serves a payment that settled.
+    // Mutation: verify answering every claimed (from, nonce) nonce_already_used, as before, refuses
+    // the retry while it is in flight and once it settled.
+    const payer = await fundedPayer(stack.devnet.url);
+    const payload = await envelope(`${node.edge.url}/77/x402/demo`, payer);
+    const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: node.facilitator })).register(
+      CAIP2_NETWORK,
+      new ExactEvmServer(),
+    );
+    await server.initialize();
+    expect(await server.verifyPayment(payload, payload.accepted)).toMatchObject({ isValid: true });
+    const transaction = await withMiningHeld(async (mine) => {
+      // Its settle and the one retry the official server makes of a pending answer: both pending.
+      const pending = (await server.settlePayment(payload, payload.accepted).catch((error) => error)) as {
+        errorReason?: string;
+        transaction?: string;
+      };
+      expect(pending).toMatchObject({
+        errorReason: X402_REASONS.settlementPending,
+        transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      });
+      // The payer presents it again while it is mined.
+      expect(await server.verifyPayment(payload, payload.accepted)).toEqual({
+        isValid: true,
+        payer: payer.address.toLowerCase(),
+      });
+      await mine();
+      return pending.transaction!;
+    });
+    await expect
+      .poll(async () => (await read(statusUrl(payload))).body.status, { timeout: 30_000, interval: 100 })
+      .toBe("settled");
+    expect(await server.verifyPayment(payload, payload.accepted)).toEqual({
+      isValid: true,
+      payer: payer.address.toLowerCase(),
+    });
+    expect(await server.settlePayment(payload, payload.accepted)).toMatchObject({
+      success: true,
+      transaction,
+    });
+    // Its one paid answer taken: a replay is refused at verify, and settles nothing.
+    expect(await server.verifyPayment(payload, payload.accepted)).toMatchObject({
+      isValid: false,
+      invalidReason: X402_REASONS.nonceUsed,
+    });
+    expect(await settlerTransactions(payload)).toEqual([transaction]);
+    expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+  }, 120_000);
+
+  it("a settled payment presented again once its authorization's window has closed is answered from its settlement: the retry its pending answer asked for paid, once, then the nonce used by that transaction; never that the authorization expired", async () => {
+    // A window closing while its settlement is pending is the usual case (validBefore is now + 60
+    // for the official client): the retry comes when it comes. "Expired" tells a payer, or a seller,
+    // that nothing was paid, and the payer pays again. Mutation: refusing every presentation past
+    // validBefore (as before) answers each of these valid_before, the one owed its paid answer too.
+    const payer = await fundedPayer(stack.devnet.url);
+    const quoted = await quote(`${node.edge.url}/77/x402/demo`);
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const payload = await envelopeWithWindow(quoted, payer, { validAfter: 0n, validBefore: now + 10n });
+    const transaction = await withMiningHeld(async (mine) => {
+      const pending = await post(node.facilitator, "settle", payload);
+      expect(pending).toMatchObject({ status: 504, body: { errorReason: X402_REASONS.settlementPending } });
+      await mine();
+      return pending.body.transaction as string;
+    });
+    await expect
+      .poll(async () => (await read(statusUrl(payload))).body.status, { timeout: 30_000, interval: 100 })
+      .toBe("settled");
+    // Past validBefore, by more than the margin.
+    await sleep(Math.max(0, Number(now + 10n + 7n) * 1000 - Date.now()));
+    expect(await post(node.facilitator, "verify", payload)).toEqual({
+      status: 200,
+      body: { isValid: true, payer: payer.address.toLowerCase() },
+    });
+    expect(await post(node.facilitator, "settle", payload)).toMatchObject({
+      status: 200,
+      body: { success: true, transaction },
+    });
+    expect(await post(node.facilitator, "settle", payload)).toMatchObject({
+      status: 400,
+      body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction },
+    });
+    const demo = await fetch(`${node.edge.url}/77/x402/demo`, {
+      headers: { "PAYMENT-SIGNATURE": paymentHeader(payload) },
+    });
+    expect(demo.status).toBe(402);
+    expect(
+      JSON.parse(Buffer.from(demo.headers.get("payment-response") ?? "", "base64").toString() || "{}"),
+    ).toMatchObject({ errorReason: X402_REASONS.nonceUsed, transaction });
+    expect(await settlerTransactions(payload)).toEqual([transaction]);
+  }, 120_000);
+
   /**
    * A payment presented under a payment id, answered 504 settlement_pending (mining held), then
    * settled; no presentation of it answered paid yet.

@@ -70,3 +70,12 @@ export async function readSettlementView(
   );
   return row;
 }
+
+/** Whether a settlement of the payment (`from`, `nonce`) is kept, whatever its state. */
+export async function hasSettlement(db: Db, payment: { from: string; nonce: string }): Promise<boolean> {
+  const rows = await queryRows(
+    db,
+    sql`select 1 from x402_settlements where payer = ${payment.from} and nonce = ${payment.nonce}`,
+  );
+  return rows.length > 0;
+}

@@ -146,6 +146,21 @@ export function checkPayment(
 }
 
 /**
+ * For a payment checkPayment refused as past its window (validBefore): the same checks as of the
+ * last second it was in that window. Passed, it is a payment its `from` signed for our terms,
+ * which a settlement of ours may have settled: a presentation of it is then answered from that
+ * settlement, never told that it expired (docs/x402.md#after-settlement_pending-retry-the-same-payment).
+ */
+export function checkClosedPayment(
+  envelope: PaymentEnvelope,
+  ours: PaymentRequirements,
+  context: CheckContext,
+): VerifyResult {
+  const lastSecond = envelope.authorization.validBefore - context.marginSeconds - 1n;
+  return checkPayment(envelope, ours, { ...context, nowSeconds: lastSecond });
+}
+
+/**
  * All checks, for the facilitator's /verify: the pure ones, then (from, nonce) unclaimed in our
  * database and what the payer's other settlements hold in reserve, then one JSON-RPC batch for the
  * authorization's state on chain and the payer's balance. Settling does the pure checks and leaves

@@ -1,3 +1,4 @@
+import type { PaymentPayload } from "@x402/core/types";
 import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
@@ -23,6 +24,14 @@ import { sha256 } from "./earlier-presentation.ts";
 
 const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
+
+/** The same authorization with its signature's v as 0/1 instead of 27/28: another payload of its (from, nonce), as valid. */
+function reencoded(payment: PaymentPayload): PaymentPayload {
+  const payload = payment.payload as { signature: string };
+  const v = Number.parseInt(payload.signature.slice(-2), 16);
+  const signature = `${payload.signature.slice(0, -2)}${(v - 27).toString(16).padStart(2, "0")}`;
+  return { ...payment, payload: { ...payload, signature } };
+}
 
 describe("x402 settlement under faults (real processes)", () => {
   // The stack's own origin shares the database; its tracker is slowed right down so that the
@@ -359,7 +368,10 @@ describe("x402 settlement under faults (real processes)", () => {
 
     it("refuses at /verify a payment already claimed and signed but not yet mined: nonce already used", async () => {
       // Mutation: /verify not asking whether the pair is claimed finds the authorization unused on
-      // chain and the balance (twice the amount) enough, and answers isValid: true.
+      // chain and the balance (twice the amount) enough, and answers isValid: true. Presented as
+      // another payload of the same (from, nonce), its signature's v as 0/1 instead of 27/28: the
+      // same payload again is the retry its pending answer asked for, which verify calls valid
+      // (settlement-status.int.test.ts).
       const origin = await stack.startOrigin(
         { CHAIN_RPC_URL: proxy.url, AGENT_X402_RECEIPT_TIMEOUT_MS: "1000", CHAIN_RPC_TIMEOUT_MS: "1000" },
         { periodMs: 100 },
@@ -378,7 +390,7 @@ describe("x402 settlement under faults (real processes)", () => {
           headers: { "content-type": "application/json" },
           body: JSON.stringify({
             x402Version: 2,
-            paymentPayload: payment,
+            paymentPayload: reencoded(payment),
             paymentRequirements: payment.accepted,
           }),
         });

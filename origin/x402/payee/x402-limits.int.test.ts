@@ -210,6 +210,40 @@ describe("an honest payer behind an address that sends junk", () => {
       200,
     );
   }, 120_000);
+
+  it("a payer whose settled authorization others replay from many addresses still verifies and settles its next payment", async () => {
+    // A settled authorization is in its settlement's calldata for anyone to copy, and is still in
+    // its window for up to a minute: replayed, it is a well-formed payment its payer signed.
+    // Mutation: the payer's window counting every presentation, the same authorization again
+    // included (as before), fills it with the replays: the payer's next payment is 429 rate_limited.
+    const payer = await fundedPayer(stack.devnet.url);
+    const own = "198.51.100.70";
+    const demo = `${edge.directUrl!.origin}/77/x402/demo`;
+    const first = await envelope(demo, payer);
+    expect(await facilitator(edge, own, "settle", settleBody(first))).toMatchObject({
+      status: 200,
+      body: { success: true },
+    });
+    // Replayed from three addresses, each to its budget of signed payments: past the payer's window.
+    const replays: Answer[] = [];
+    for (const ip of ["198.51.100.71", "198.51.100.72", "198.51.100.73"])
+      for (let i = 0; i < ADDRESS_PAYMENTS; i++)
+        replays.push(await facilitator(edge, ip, i % 2 === 0 ? "verify" : "settle", settleBody(first)));
+    expect(replays.length).toBeGreaterThan(PER_MINUTE);
+    // None is taken for a payment: each is refused (the nonce used, or past a window).
+    expect(replays.filter((answer) => answer.body.isValid === true || answer.body.success === true)).toEqual(
+      [],
+    );
+    const next = await envelope(demo, payer);
+    expect(await facilitator(edge, own, "verify", settleBody(next))).toMatchObject({
+      status: 200,
+      body: { isValid: true },
+    });
+    expect(await facilitator(edge, own, "settle", settleBody(next))).toMatchObject({
+      status: 200,
+      body: { success: true },
+    });
+  }, 120_000);
 });
 
 describe("a payer racing its own balance", () => {
