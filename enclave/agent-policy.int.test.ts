@@ -73,6 +73,18 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
     sendPolicy(key, policy, withOperator ? await approvePolicy(key, policy) : undefined);
   const admin = async (op: "approve_held" | "set_node_frozen", params: Record<string, unknown>) =>
     client.request(op, params, await mintFor(client, fixture, op, params));
+  /** The node's freeze epoch the enclave holds now (get_policy). */
+  const freezeEpoch = async () =>
+    expectOk(await client.request("get_policy", {})).node_freeze_epoch as number;
+  /** set_node_frozen unfreezing with `by`'s approval, signed over the freeze holding now unless `epoch`. */
+  const unfreezeApproval = async (by: Operator, epoch?: number) => {
+    const signedOver = epoch ?? (await freezeEpoch());
+    return {
+      frozen: false,
+      freeze_epoch: signedOver,
+      operator: await by.approve("set_node_frozen", nodeFreezeSubject(false, signedOver)),
+    };
+  };
   const held = (
     key: AgentKey,
     kind: "transfer" | "x402",
@@ -507,12 +519,15 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
       rule: "node.frozen",
     });
     // An approval of a freeze is no approval of the unfreezing.
-    const wrong = await operator.approve("set_node_frozen", nodeFreezeSubject(true));
-    expect(outcome(await admin("set_node_frozen", { frozen: false, operator: wrong }))).toMatchObject({
-      detail: "operator_signature",
-    });
-    const right = await operator.approve("set_node_frozen", nodeFreezeSubject(false));
-    expect(expectOk(await admin("set_node_frozen", { frozen: false, operator: right }))).toEqual({
+    const epoch = await freezeEpoch();
+    const wrong = await operator.approve("set_node_frozen", nodeFreezeSubject(true, epoch));
+    expect(
+      outcome(await admin("set_node_frozen", { frozen: false, freeze_epoch: epoch, operator: wrong })),
+    ).toMatchObject({ detail: "operator_signature" });
+    // Nor is an approval carried without the freeze it names.
+    const { freeze_epoch: _, ...unnamed } = await unfreezeApproval(operator);
+    expect(outcome(await admin("set_node_frozen", unnamed))).toEqual({ code: "malformed" });
+    expect(expectOk(await admin("set_node_frozen", await unfreezeApproval(operator)))).toEqual({
       frozen: false,
     });
     expectOk(await sign(transfer(bare, 1n)));
@@ -539,6 +554,32 @@ describe("agent policies in the enclave, with the origin's admin capability (rea
       key_id: operator.keyId,
       public_key: operator.key.publicKey,
     });
+  });
+
+  it("an unfreeze approval held back while another operator lifted the freeze does not lift a freeze put on since: operator_policy_changed, the new freeze stands; signed over it, the unfreeze passes", async () => {
+    const [key] = await agentKeys(client, fixture, 1);
+    const bob = await enrolledOperator(client, fixture, "bob-unfreeze");
+    expectOk(await admin("set_node_frozen", { frozen: true }));
+    const first = await freezeEpoch();
+    // Alice approves lifting this freeze; the compromised origin keeps her approval back.
+    const heldBack = await unfreezeApproval(operator);
+    // Bob lifts it instead; later an incident freeze is put on (the admin capability alone).
+    expectOk(await admin("set_node_frozen", await unfreezeApproval(bob)));
+    expectOk(await admin("set_node_frozen", { frozen: true }));
+    expect(await freezeEpoch(), "each freeze is a new epoch").toBe(first + 1);
+    const sent = outcome(await admin("set_node_frozen", heldBack));
+    const sealed = expectOk(await client.request("get_policy", {}));
+    expect(sealed.node_frozen, "the enclave lifted the incident freeze with an unfreeze held back").toBe(
+      true,
+    );
+    expect(sent).toEqual({ code: "capability_rejected", detail: "operator_policy_changed" });
+    expect(outcome(await sign(transfer(key!, 1n)))).toMatchObject({ rule: "node.frozen" });
+    // Putting the freeze on again over itself is no new freeze: an approval of lifting it holds.
+    const approved = await unfreezeApproval(operator);
+    expectOk(await admin("set_node_frozen", { frozen: true }));
+    expect(await freezeEpoch()).toBe(first + 1);
+    expect(expectOk(await admin("set_node_frozen", approved))).toEqual({ frozen: false });
+    expectOk(await sign(transfer(key!, 1n)));
   });
 
   it("keeps policies, usage, operator counters and approvals across a kill and a start", async () => {

@@ -41,6 +41,11 @@ export type EnclaveState = {
   agentPolicies: TrackedMap<string, AgentPolicyRecord>;
   /** Every agent key of the node is frozen (set_node_frozen). */
   nodeFrozen: boolean;
+  /**
+   * +1 each time the node is frozen from not frozen: names the freeze an unfreeze's approval lifts,
+   * so one held back cannot lift a freeze put on after it was signed. 0 before the first freeze.
+   */
+  nodeFreezeEpoch: number;
   /** Enrolled operator keys by id (enroll_operator_key). */
   operatorKeys: Map<string, OperatorKeyRecord>;
   /** Enrolled passkeys by key id (enroll_operator_passkey); key ids are shared with operatorKeys. */
@@ -99,6 +104,7 @@ export function emptyState(): EnclaveState {
     nonces: emptyNonceRecords(),
     agentPolicies: new TrackedMap(),
     nodeFrozen: false,
+    nodeFreezeEpoch: 0,
     operatorKeys: new Map(),
     operatorPasskeys: new Map(),
     revokedPasskeys: new Map(),

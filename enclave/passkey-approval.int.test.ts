@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHAIN_ID } from "../shared/constants.ts";
-import { heldActionSubject, operatorApprovalToWire } from "../shared/operator-approval.ts";
+import { heldActionSubject, nodeFreezeSubject, operatorApprovalToWire } from "../shared/operator-approval.ts";
 import {
   freezeShown,
   heldShown,
@@ -14,6 +14,7 @@ import { type AssertionOptions, FLAG_UP, SoftwarePasskey } from "../testing/soft
 import {
   type AgentKey,
   agentKeys,
+  enrolledOperator,
   nodePolicy,
   outcome,
   RECIPIENT,
@@ -118,6 +119,9 @@ describe("passkey approvals in the enclave (real process)", () => {
     return { params, response: await admin("approve_held", params) };
   };
   const newAction = (value = 5000n): Action => ({ ref: randomUUID(), to: RECIPIENT, value });
+  /** The node's freeze epoch the enclave holds now (get_policy). */
+  const freezeEpoch = async () =>
+    expectOk(await client.request("get_policy", {})).node_freeze_epoch as number;
 
   beforeAll(async () => {
     fixture = await createEnclaveFixture({ envId: "passkeys" });
@@ -279,17 +283,61 @@ describe("passkey approvals in the enclave (real process)", () => {
     ).toMatchObject({ policy: after });
   });
 
-  it("unfreezing the node takes a passkey's approval of frozen false", async () => {
+  it("unfreezing the node takes a passkey's approval of frozen false over the freeze holding", async () => {
     expectOk(await admin("set_node_frozen", { frozen: true }));
-    const wrong = await approve(freezeShown(true));
-    expect(outcome(await admin("set_node_frozen", { frozen: false, operator: wrong }))).toEqual({
-      code: "capability_rejected",
-      detail: "passkey_challenge",
-    });
-    const right = await approve(freezeShown(false));
-    expect(expectOk(await admin("set_node_frozen", { frozen: false, operator: right }))).toEqual({
+    const epoch = await freezeEpoch();
+    const wrong = await approve(freezeShown(true, epoch));
+    expect(
+      outcome(await admin("set_node_frozen", { frozen: false, freeze_epoch: epoch, operator: wrong })),
+    ).toEqual({ code: "capability_rejected", detail: "passkey_challenge" });
+    // Shown one freeze, relayed as naming another: the challenge is not this change's.
+    const moved = await approve(freezeShown(false, epoch + 1));
+    expect(
+      outcome(await admin("set_node_frozen", { frozen: false, freeze_epoch: epoch, operator: moved })),
+    ).toEqual({ code: "capability_rejected", detail: "passkey_challenge" });
+    const right = await approve(freezeShown(false, epoch));
+    expect(
+      expectOk(await admin("set_node_frozen", { frozen: false, freeze_epoch: epoch, operator: right })),
+    ).toEqual({ frozen: false });
+  });
+
+  it("a passkey's unfreeze held back while another operator lifted the freeze does not lift a freeze put on since: operator_policy_changed, the new freeze stands", async () => {
+    const bob = await enrolledOperator(client, fixture, "bob");
+    expectOk(await admin("set_node_frozen", { frozen: true }));
+    const first = await freezeEpoch();
+    // Alice's passkey approves lifting this freeze; the compromised origin keeps it back.
+    const heldBack = {
       frozen: false,
-    });
+      freeze_epoch: first,
+      operator: await approve(freezeShown(false, first)),
+    };
+    // Bob lifts it with his operator key; later an incident freeze (the admin capability alone).
+    expectOk(
+      await admin("set_node_frozen", {
+        frozen: false,
+        freeze_epoch: first,
+        operator: await bob.approve("set_node_frozen", nodeFreezeSubject(false, first)),
+      }),
+    );
+    expectOk(await admin("set_node_frozen", { frozen: true }));
+    const sent = outcome(await admin("set_node_frozen", heldBack));
+    const sealed = expectOk(await client.request("get_policy", {}));
+    expect(sealed.node_frozen, "the enclave lifted the incident freeze with an unfreeze held back").toBe(
+      true,
+    );
+    expect(sent).toEqual({ code: "capability_rejected", detail: "operator_policy_changed" });
+    // Shown the freeze holding now, the passkey lifts it.
+    const now = await freezeEpoch();
+    expect(now).toBe(first + 1);
+    expect(
+      expectOk(
+        await admin("set_node_frozen", {
+          frozen: false,
+          freeze_epoch: now,
+          operator: await approve(freezeShown(false, now)),
+        }),
+      ),
+    ).toEqual({ frozen: false });
   });
 
   it("keeps the passkey, its counter and signCount across a kill and a start", async () => {

@@ -101,6 +101,7 @@ describe("the policy authority (real process)", () => {
       // Made at init (docs/x402.md#offers-and-receipts).
       payee: { payee_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/), payee_address: expect.any(String) },
       node_frozen: false,
+      node_freeze_epoch: 0,
       operator_keys: [],
       operator_passkeys: [],
     });
@@ -202,6 +203,7 @@ describe("the policy authority (real process)", () => {
       // Made at init (docs/x402.md#offers-and-receipts).
       payee: { payee_key_ref: expect.stringMatching(/^[0-9a-f]{64}$/), payee_address: expect.any(String) },
       node_frozen: false,
+      node_freeze_epoch: 0,
       operator_keys: [],
       operator_passkeys: [],
     });

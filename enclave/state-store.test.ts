@@ -327,6 +327,31 @@ describe("StateStore (sealed, group commit)", () => {
     expect(read).not.toHaveProperty("revoked_operator_passkeys");
   });
 
+  it("the node's freeze epoch is sealed; a state of the release before it, frozen, reads as epoch 0 and stays frozen", async () => {
+    const store = await open(path, key);
+    await store.commit((state) => {
+      state.nodeFrozen = true;
+      state.nodeFreezeEpoch = 5;
+    });
+    await store.close();
+    const sealed = await open(path, key);
+    expect(sealed.state.nodeFreezeEpoch).toBe(5);
+    // The same state as the release before writes it: without the field.
+    const earlier: Record<string, unknown> = { ...toPersisted(sealed.state) };
+    delete earlier.node_freeze_epoch;
+    await sealed.close();
+    const { slots } = await StateSlots.open(path, key);
+    await slots.write(encodeCbor(earlier), 99n);
+    await slots.close();
+    const upgraded = await open(path, key);
+    expect(upgraded.state).toMatchObject({ nodeFrozen: true, nodeFreezeEpoch: 0 });
+    await upgraded.commit((state) => {
+      state.nodeFreezeEpoch = 3;
+    });
+    await upgraded.close();
+    expect((await open(path, key)).state).toMatchObject({ nodeFrozen: true, nodeFreezeEpoch: 3 });
+  });
+
   it("applies a change to memory at once, before it is durable", async () => {
     const store = await open(path, key);
     const done = store.commit((state) => state.counters.set("x", 1));

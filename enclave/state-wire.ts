@@ -111,6 +111,7 @@ export function restToWire(state: EnclaveState): Persisted {
     signed_nonces: { pruned_at_ms: state.nonces.prunedAtMs, keys: {} },
     agent_policies: {},
     node_frozen: state.nodeFrozen,
+    node_freeze_epoch: state.nodeFreezeEpoch,
     operator_keys: Object.fromEntries(
       [...state.operatorKeys].map(([keyId, key]) => [
         keyId,
@@ -269,6 +270,8 @@ export function fromPersisted(data: Persisted): EnclaveState {
       ]),
     ),
     nodeFrozen: data.node_frozen,
+    // A state of an earlier release has none: its freeze, if any, is epoch 0.
+    nodeFreezeEpoch: data.node_freeze_epoch ?? 0,
     operatorKeys: new Map(
       Object.entries(data.operator_keys).map(([keyId, key]) => [
         keyId,

@@ -271,11 +271,15 @@ async function freezeNode(tool: Tool, frozen: boolean): Promise<CliOutcome> {
       `the node is already ${frozen ? "frozen" : "not frozen"}`,
     );
   }
-  const operator = frozen ? undefined : tool.signer?.approve("set_node_frozen", nodeFreezeSubject(false));
+  // Over the freeze the enclave holds now (read at the start): lifting that one, no later one.
+  const freezeEpoch = tool.sealed.nodeFreezeEpoch;
+  const operator = frozen
+    ? undefined
+    : tool.signer?.approve("set_node_frozen", nodeFreezeSubject(false, freezeEpoch));
   const result = await changeNodeFrozen(tool.deps, {
     frozen,
     changedBy: operator ? changedBy(tool) : { by: "admin" },
-    ...(operator ? { operator } : {}),
+    ...(operator ? { operator: { approval: operator, freezeEpoch } } : {}),
   });
   if (!result.ok) return changeRefusal(result.error);
   return said(

@@ -273,6 +273,11 @@ export const getPolicyResult = z.object({
   payee: configurePayeeResult.nullable().optional(),
   /** An operator froze every agent key of the node (set_node_frozen). */
   node_frozen: z.boolean(),
+  /**
+   * +1 each time the node is frozen (from not frozen): the freeze an unfreeze's approval names
+   * (nodeFreezeSubject, freezeShown). Absent from older enclaves.
+   */
+  node_freeze_epoch: z.number().int().nonnegative().optional(),
   /** The enrolled operator keys (enroll_operator_key): public halves only. */
   operator_keys: z.array(
     z.object({ key_id: z.string(), public_key: z.string(), label: z.string().nullable() }),
@@ -622,9 +627,14 @@ export const setAgentPolicyResult = z.object({
   version: z.number().int().nonnegative(),
 });
 
-/** set_node_frozen (admin tier): freezing needs the admin capability alone, unfreezing an operator too. */
+/**
+ * set_node_frozen (admin tier): freezing needs the admin capability alone, unfreezing an operator
+ * too. `freeze_epoch` comes with `operator` and only with it: the node's freeze epoch the approval
+ * was signed over (nodeFreezeSubject, freezeShown), taken only while that very freeze holds.
+ */
 export const setNodeFrozenParams = z.strictObject({
   frozen: z.boolean(),
+  freeze_epoch: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
   operator: operatorApprovalSchema.optional(),
 });
 export const setNodeFrozenResult = z.object({ frozen: z.boolean() });

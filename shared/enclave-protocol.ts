@@ -141,7 +141,9 @@ export const OPERATOR_REFUSAL_DETAILS = [
   "operator_expired",
   /**
    * An operator key's approval of a policy change, signed over another policy than the one the
-   * enclave holds now (it changed since: the agent froze or tightened it). Sign again over this one.
+   * enclave holds now (it changed since: the agent froze or tightened it); or an unfreeze's (either
+   * kind), signed over another freeze than the one holding now (lifted and put on again since).
+   * Sign again over this one.
    */
   "operator_policy_changed",
   /** A passkey assertion names a key id that is no enrolled passkey. */

@@ -64,8 +64,8 @@ describe("operatorApprovalMessage", () => {
     );
   });
 
-  it("is v2: a v1 message (no policy_before) of the same approval is other bytes", () => {
-    expect(OPERATOR_APPROVAL_DOMAIN).toBe("agent-wallet/operator-approval/v2");
+  it("is v3: a v1 message (no policy_before) of the same approval is other bytes", () => {
+    expect(OPERATOR_APPROVAL_DOMAIN).toBe("agent-wallet/operator-approval/v3");
     const v1 = encodeCanonicalCbor({
       domain: "agent-wallet/operator-approval/v1",
       env_id: "test-env",
@@ -123,8 +123,9 @@ describe("subjects", () => {
     expect(agentPolicySubject(KEY_REF, { ...policy, x402: {}, frozen: false })).toBe(subject);
   });
 
-  it("nodeFreezeSubject differs by the state asked, and from every other subject", () => {
-    expect(nodeFreezeSubject(false)).not.toBe(nodeFreezeSubject(true));
-    expect(nodeFreezeSubject(false)).not.toBe(agentPolicySubject(KEY_REF, null));
+  it("nodeFreezeSubject differs by the state asked and the freeze epoch, and from every other subject", () => {
+    expect(nodeFreezeSubject(false, 1)).not.toBe(nodeFreezeSubject(true, 1));
+    expect(nodeFreezeSubject(false, 1)).not.toBe(nodeFreezeSubject(false, 2));
+    expect(nodeFreezeSubject(false, 0)).not.toBe(agentPolicySubject(KEY_REF, null));
   });
 });

@@ -5,7 +5,9 @@
  * message names the enclave instance, the op, the subject, the key, a counter and an expiry, so a
  * signature can be neither moved to another change or enclave, nor replayed, nor kept for later;
  * a policy change names the policy it replaces too, so an approval held back while the agent froze
- * or tightened its policy does not undo that (as a passkey's `before`, shared/passkey-approval.ts).
+ * or tightened its policy does not undo that (as a passkey's `before`, shared/passkey-approval.ts),
+ * and an unfreeze names the freeze it lifts (its freeze epoch), so one held back does not lift a
+ * freeze put on after it was signed.
  * The enclave verifies (node:crypto), the operator's tool signs (ops/lib/operator-key.ts); this
  * module only builds the bytes both agree on. Runtime-neutral: no `node:` imports.
  */
@@ -16,10 +18,12 @@ import type { WireOperatorApproval } from "./enclave-ops.ts";
 import { type Hex, toHex } from "./hex.ts";
 
 /**
- * v2 added `policy_before`. The domain is in the signed bytes, so a v1 signature (a policy change
- * naming only the policy after) never verifies as v2: it cannot be replayed over a tightened policy.
+ * v2 added `policy_before`; v3 the freeze epoch in an unfreeze's subject (nodeFreezeSubject). The
+ * domain is in the signed bytes, so an older signature (a policy change naming only the policy
+ * after, an unfreeze naming no freeze) never verifies as v3: it cannot be replayed over a tightened
+ * policy or a freeze put on since.
  */
-export const OPERATOR_APPROVAL_DOMAIN = "agent-wallet/operator-approval/v2";
+export const OPERATOR_APPROVAL_DOMAIN = "agent-wallet/operator-approval/v3";
 /** An approval expires at most this far ahead of the enclave's clock (it is signed to be used now). */
 export const MAX_OPERATOR_APPROVAL_SECONDS = 3600;
 
@@ -175,7 +179,12 @@ export function heldApprovalSubject(action: HeldAction, approvalExpiresAt: numbe
   return digest({ op: "approve_held", held: heldActionSubject(action), expires_at: approvalExpiresAt });
 }
 
-/** The subject of a set_node_frozen (an operator signs only the unfreezing: `frozen` false). */
-export function nodeFreezeSubject(frozen: boolean): Hex {
-  return digest({ op: "set_node_frozen", frozen });
+/**
+ * The subject of a set_node_frozen (an operator signs only the unfreezing: `frozen` false) over
+ * `freezeEpoch`, the node's freeze epoch when the operator signs (get_policy node_freeze_epoch: it
+ * grows each time the node is frozen). The enclave takes it only while that very freeze holds, so
+ * an unfreeze held back while another operator lifted the freeze cannot lift a later one.
+ */
+export function nodeFreezeSubject(frozen: boolean, freezeEpoch: number): Hex {
+  return digest({ op: "set_node_frozen", frozen, freeze_epoch: freezeEpoch });
 }

@@ -2,7 +2,7 @@
  * Passkey approvals (docs/enclave.md#passkeys): the WebAuthn challenge an enrolled passkey signs
  * to loosen an agent's policy, unfreeze the node or approve one held action. The challenge is the
  * SHA-256 of the canonical CBOR of what the console shows the person (`shown`: the payee and
- * amount, the policy before and after, the unfreezing) together with the enclave instance, the op,
+ * amount, the policy before and after, the unfreezing and the freeze it lifts) together with the enclave instance, the op,
  * the key, a counter and an expiry. The enclave rebuilds `shown` from its own state and the op's
  * params, so a page showing one thing cannot get another approved. The console (through the
  * origin) and the enclave build the same bytes here. Runtime-neutral: no `node:` imports.
@@ -12,7 +12,11 @@ import { type AgentPolicyDocument, policyFromDocument, policyToDocument } from "
 import { type CanonicalValue, encodeCanonicalCbor } from "./canonical-cbor.ts";
 import type { HeldAction, OperatorApprovedOp } from "./operator-approval.ts";
 
-export const PASSKEY_APPROVAL_DOMAIN = "agent-wallet/passkey-approval/v1";
+/**
+ * v2 added `freeze_epoch` to an unfreeze's shown document. The domain is in the challenge, so a v1
+ * assertion (an unfreeze naming no freeze) never verifies as v2.
+ */
+export const PASSKEY_APPROVAL_DOMAIN = "agent-wallet/passkey-approval/v2";
 
 /** What a person approves, as the console shows it and the enclave rebuilds it. */
 export type PasskeyShown =
@@ -37,7 +41,12 @@ export type PasskeyShown =
       /** The policy the enclave will hold, or null for none. */
       after: AgentPolicyDocument | null;
     }
-  | { op: "set_node_frozen"; frozen: boolean };
+  | {
+      op: "set_node_frozen";
+      frozen: boolean;
+      /** The node's freeze epoch when shown (get_policy node_freeze_epoch): the freeze it lifts. */
+      freeze_epoch: number;
+    };
 
 /** The shown document of an approve_held. */
 export function heldShown(action: Omit<HeldAction, "instanceId">, approvalExpiresAt: number): PasskeyShown {
@@ -63,9 +72,12 @@ export function policyShown(
   return { op: "set_agent_policy", key_ref: keyRef, before: normal(before), after: normal(after) };
 }
 
-/** The shown document of a set_node_frozen (a passkey signs only the unfreezing: `frozen` false). */
-export function freezeShown(frozen: boolean): PasskeyShown {
-  return { op: "set_node_frozen", frozen };
+/**
+ * The shown document of a set_node_frozen (a passkey signs only the unfreezing: `frozen` false)
+ * over the node's freeze epoch now, as nodeFreezeSubject: it lifts that freeze and no later one.
+ */
+export function freezeShown(frozen: boolean, freezeEpoch: number): PasskeyShown {
+  return { op: "set_node_frozen", frozen, freeze_epoch: freezeEpoch };
 }
 
 export type PasskeyChallengeInput = {

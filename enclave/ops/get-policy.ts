@@ -13,8 +13,16 @@ import { utcDay } from "../policy-checks.ts";
 import type { OpHandler } from "./handler.ts";
 
 export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
-  const { policy, policyVersion, treasury, settlerKeyRef, nodeFrozen, operatorKeys, operatorPasskeys } =
-    ctx.state.state;
+  const {
+    policy,
+    policyVersion,
+    treasury,
+    settlerKeyRef,
+    nodeFrozen,
+    nodeFreezeEpoch,
+    operatorKeys,
+    operatorPasskeys,
+  } = ctx.state.state;
   const faucetKey = treasury ? ctx.keystore.get(treasury.faucetKeyRef) : undefined;
   const settlerKey = settlerKeyRef ? ctx.keystore.get(settlerKeyRef) : undefined;
   const payee = payeeKey(ctx.keystore, ctx.state);
@@ -44,6 +52,7 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
       : null,
     payee: payee ? { payee_key_ref: payee.keyRef, payee_address: payee.address } : null,
     node_frozen: nodeFrozen,
+    node_freeze_epoch: nodeFreezeEpoch,
     operator_keys: [...operatorKeys].map(([keyId, key]) => ({
       key_id: keyId,
       public_key: key.publicKey,

@@ -1,7 +1,8 @@
 /**
  * The operator's part of agent policies (docs/enclave.md#agent-policies-operator-keys-and-approvals):
  * enroll_operator_key (policy tier) enrolls a P-256 key; set_node_frozen (admin tier) freezes every
- * agent key at once, and unfreezes only with an operator's approval; approve_held (admin tier, with
+ * agent key at once, and unfreezes only with an operator's approval of lifting that very freeze
+ * (its freeze epoch); approve_held (admin tier, with
  * an operator's approval of the one action) lets the enclave sign a held action once. The origin's
  * admin key alone can therefore stop agents, never let them spend more.
  */
@@ -57,24 +58,48 @@ export const setNodeFrozen: OpHandler<"set_node_frozen"> = async (ctx, params) =
   const { state } = ctx.state;
   const unfreezing = state.nodeFrozen && !params.frozen;
   if (unfreezing && !params.operator) return err(operatorRequired("node.frozen"));
+  if ((params.operator === undefined) !== (params.freeze_epoch === undefined)) {
+    return refuse("malformed", "freeze_epoch comes with an operator's approval, and only with one");
+  }
   let accepted: AcceptedApproval | null = null;
   // An approval given where none is needed is checked all the same: never silently ignored.
-  if (params.operator) {
+  if (params.operator && params.freeze_epoch !== undefined) {
     const checked = checkOperatorApproval(ctx.config, state, {
       op: "set_node_frozen",
-      subject: nodeFreezeSubject(params.frozen),
-      shown: freezeShown(params.frozen),
+      subject: nodeFreezeSubject(params.frozen, params.freeze_epoch),
+      shown: freezeShown(params.frozen, params.freeze_epoch),
       approval: params.operator,
       nowMs: ctx.now().getTime(),
     });
     if (!checked.ok) return checked;
+    // After the signature, counter and expiry, so a forged or spent approval is refused as such.
+    // Without it, an unfreeze held back (up to its expiry) while another operator lifted the freeze
+    // would lift a freeze put on since (an incident's, which needs no operator). The same refusal as
+    // a policy change signed over another policy: the node's freeze is its node-wide policy (rule
+    // node.frozen), and the remedy is the same, sign again over the one holding now.
+    if (params.freeze_epoch !== state.nodeFreezeEpoch) {
+      return refuse(
+        "capability_rejected",
+        "operator approval was signed over another freeze than the one holding now: sign again over this one",
+        "operator_policy_changed",
+      );
+    }
     accepted = checked.value;
   }
   await ctx.state.commit((next) => {
     if (accepted) acceptOperatorCounter(next, accepted);
+    // A new freeze, not one put on again over itself: approvals of lifting the last one lapse.
+    if (params.frozen && !next.nodeFrozen) next.nodeFreezeEpoch += 1;
     next.nodeFrozen = params.frozen;
   });
-  ctx.logger.info({ frozen: params.frozen, operator_key: accepted?.keyId ?? null }, "node freeze set");
+  ctx.logger.info(
+    {
+      frozen: params.frozen,
+      freeze_epoch: ctx.state.state.nodeFreezeEpoch,
+      operator_key: accepted?.keyId ?? null,
+    },
+    "node freeze set",
+  );
   return succeed({ frozen: params.frozen });
 };
 

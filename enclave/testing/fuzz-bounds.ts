@@ -188,6 +188,8 @@ export class SignedBounds {
   /** Each agent key's policy as the enclave holds it (what its last accepted change set). */
   private readonly agentPolicies = new Map<string, AgentPolicyDocument | null>();
   private nodeFrozen = false;
+  /** +1 each time the node is frozen from not frozen: what an unfreeze's approval must name. */
+  private freezeEpoch = 0;
   /** Keys each backup's batch brought back. */
   private readonly imported = new Map<string, number>();
   /** What each enrolled key id names (an operator key's public key, or a passkey's every field). */
@@ -696,11 +698,19 @@ export class SignedBounds {
   private freeze(params: Params): string | null {
     const unfreezing = this.nodeFrozen && params.frozen === false;
     if (unfreezing && params.operator === undefined) return "set_node_frozen unfroze without an operator";
+    if (params.operator !== undefined && params.freeze_epoch !== this.freezeEpoch)
+      return "set_node_frozen took an operator's approval signed over another freeze than the one holding";
     const problem =
       params.operator === undefined
         ? null
-        : this.approved(params, "set_node_frozen", () => nodeFreezeSubject(params.frozen as boolean));
-    if (!problem) this.nodeFrozen = params.frozen as boolean;
+        : this.approved(params, "set_node_frozen", () =>
+            nodeFreezeSubject(params.frozen as boolean, this.freezeEpoch),
+          );
+    if (!problem) {
+      if (params.frozen === true && !this.nodeFrozen) this.freezeEpoch += 1;
+      this.nodeFrozen = params.frozen as boolean;
+      this.shapes.freezeEpoch = this.freezeEpoch;
+    }
     return problem;
   }
 

@@ -86,6 +86,11 @@ export class FuzzShapes {
   readonly genuine = new WeakMap<object, Approved>();
   private counter = 0;
   private lastGenuine: { wire: object; approved: Approved } | undefined;
+  /**
+   * The node's freeze epoch as the bounds (fuzz-bounds.ts) last saw it sealed: what the operator
+   * signs an unfreeze over, or (held back) over the one before.
+   */
+  freezeEpoch = 0;
 
   constructor(private readonly world: FuzzWorld) {}
 
@@ -481,11 +486,16 @@ export class FuzzShapes {
   }
 
   private setNodeFrozen(): fc.Arbitrary<unknown> {
-    return fc.boolean().chain((frozen) =>
+    // Read when a case is drawn: the freeze holding now, or an approval held back from one before.
+    const epoch = fc
+      .constantFrom("now", "now", "now", "earlier")
+      .map((when) => (when === "now" ? this.freezeEpoch : Math.max(0, this.freezeEpoch - 1)));
+    return fc.tuple(fc.boolean(), epoch).chain(([frozen, freezeEpoch]) =>
       fc.oneof(
         fc.constant({ frozen }),
-        this.approval("set_node_frozen", () => nodeFreezeSubject(frozen)).map((operator) => ({
+        this.approval("set_node_frozen", () => nodeFreezeSubject(frozen, freezeEpoch)).map((operator) => ({
           frozen,
+          freeze_epoch: freezeEpoch,
           operator,
         })),
       ),

@@ -83,29 +83,35 @@ export function createApprovalRelay(deps: ApprovalRelayDeps) {
     approvalExpiresAt: number | undefined,
   ): Promise<Result<Resolved, RelayError>> => {
     switch (target.change) {
-      case "unfreeze":
+      case "unfreeze": {
+        // The freeze the enclave holds now: the passkey lifts that one, and no freeze put on later.
+        const sealed = await deps.signer.getPolicy();
+        if (!sealed.ok) return err({ code: "signer", failure: sealed.error });
+        const freezeEpoch = sealed.value.nodeFreezeEpoch;
+        const shown = freezeShown(false, freezeEpoch);
         return ok({
           op: "set_node_frozen",
           subject: "node",
-          shown: freezeShown(false),
+          shown,
           apply: async (approval, operator) => {
             const changed = await changeNodeFrozen(policyDeps, {
               frozen: false,
               changedBy: { by: "operator", operatorKeyId: approval.keyId },
-              operator: approval,
+              operator: { approval, freezeEpoch },
               withinChange: (tx) =>
                 recordPasskeyApproval(tx, {
                   keyId: approval.keyId,
                   operator,
                   op: "set_node_frozen",
                   subject: "node",
-                  shown: freezeShown(false),
+                  shown,
                 }),
             });
             if (!changed.ok) return err(changeError(changed.error));
             return ok("unfrozen");
           },
         });
+      }
       case "set_agent_policy":
         return resolvePolicy(target.agent_id, target.policy);
       case "approve_held":

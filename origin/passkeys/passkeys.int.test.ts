@@ -159,6 +159,13 @@ describe("passkeys through the console (real stack)", () => {
     const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
     expect(prepared.status).toBe(200);
     const options = prepared.body as ApprovalOptions;
+    // The passkey is shown the freeze it lifts: the one the enclave holds now, and no later one.
+    const sealed = await stack.signer.getPolicy();
+    expect(sealed.ok && options.shown).toEqual({
+      op: "set_node_frozen",
+      frozen: false,
+      freeze_epoch: sealed.ok ? sealed.value.nodeFreezeEpoch : null,
+    });
     const unfrozen = await console_().post("/approvals", {
       target,
       key_id: registered.key_id,

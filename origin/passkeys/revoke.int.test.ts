@@ -157,6 +157,7 @@ describe("revoking a passkey (real stack: origin, enclave, Postgres)", () => {
     const straight = await stack.signer.setNodeFrozen(
       {
         frozen: false,
+        freezeEpoch: (prepared.shown as { freeze_epoch: number }).freeze_epoch,
         operator: alice.approval(
           keyIdOf(alice),
           prepared.counter,

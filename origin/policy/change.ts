@@ -119,10 +119,19 @@ export async function changeAgentPolicy(
   });
 }
 
-/** Freezes (admin alone) or unfreezes (an operator's signature) every agent of the node. */
+/**
+ * Freezes (admin alone) or unfreezes (an operator's signature) every agent of the node. The
+ * operator's approval comes with `freezeEpoch`, the enclave's node_freeze_epoch it was signed over:
+ * the enclave lifts only that freeze (operator_policy_changed when another holds now).
+ */
 export async function changeNodeFrozen(
   deps: PolicyChangeDeps,
-  change: { frozen: boolean; changedBy: ChangedBy; operator?: OperatorApproval; withinChange?: WithinChange },
+  change: {
+    frozen: boolean;
+    changedBy: ChangedBy;
+    operator?: { approval: OperatorApproval; freezeEpoch: number };
+    withinChange?: WithinChange;
+  },
 ): Promise<Result<{ frozen: boolean }, PolicyChangeError>> {
   const { frozen, changedBy, operator } = change;
   if (!frozen && !operator) return err({ code: "loosening_requires_operator", fields: ["node.frozen"] });
@@ -137,7 +146,7 @@ export async function changeNodeFrozen(
     await writeNodeFrozen(tx, { before: stored?.frozen ?? false, frozen }, changedBy);
     await change.withinChange?.(tx);
     const sealed = await deps.signer.setNodeFrozen(
-      { frozen, ...(operator ? { operator } : {}) },
+      { frozen, ...(operator ? { operator: operator.approval, freezeEpoch: operator.freezeEpoch } : {}) },
       deps.authorize,
     );
     if (!sealed.ok) throw new Unsealed({ code: "signer", failure: sealed.error });

@@ -152,6 +152,7 @@ export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyRes
       ? { payee: { payee_key_ref: r.payee.payeeKeyRef, payee_address: r.payee.payeeAddress } }
       : {}),
     node_frozen: r.nodeFrozen,
+    node_freeze_epoch: r.nodeFreezeEpoch,
     operator_keys: r.operatorKeys.map((key) => ({
       key_id: key.keyId,
       public_key: key.publicKey,
@@ -441,6 +442,7 @@ export const OP_CODECS = {
           ? { payeeKeyRef: r.payee.payee_key_ref, payeeAddress: r.payee.payee_address as Address }
           : null,
         nodeFrozen: r.node_frozen,
+        nodeFreezeEpoch: r.node_freeze_epoch ?? 0,
         operatorKeys: r.operator_keys.map((key) => ({
           keyId: key.key_id,
           publicKey: key.public_key as Hex,
@@ -507,6 +509,7 @@ export const OP_CODECS = {
   set_node_frozen: {
     toWire: (p: SetNodeFrozenParams) => ({
       frozen: p.frozen,
+      ...(p.freezeEpoch === undefined ? {} : { freeze_epoch: p.freezeEpoch }),
       ...(p.operator === undefined ? {} : { operator: operatorApprovalToWire(p.operator) }),
     }),
     result: wire.setNodeFrozenResult,

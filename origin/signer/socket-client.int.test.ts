@@ -197,6 +197,7 @@ describe("socket signer client against the real enclave", () => {
         // Made at init: the x402 payee key, which signs offers and receipts.
         payee: { payeeKeyRef: expect.stringMatching(/^[0-9a-f]{64}$/), payeeAddress: expect.any(String) },
         nodeFrozen: false,
+        nodeFreezeEpoch: 0,
         operatorKeys: [],
         operatorPasskeys: [],
       },

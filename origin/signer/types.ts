@@ -215,6 +215,11 @@ export type GetPolicyResult = {
   payee?: PayeeKey | null;
   /** Every agent key of the node is frozen (setNodeFrozen). */
   nodeFrozen: boolean;
+  /**
+   * +1 each time the node is frozen: the freeze an unfreeze's approval names (nodeFreezeSubject,
+   * freezeShown); 0 from an enclave older than freeze epochs.
+   */
+  nodeFreezeEpoch: number;
   /** Enrolled operator keys, public halves only. */
   operatorKeys: OperatorKeyInfo[];
   /** Enrolled passkeys, public parts only (none from an enclave older than passkeys). */
@@ -324,7 +329,8 @@ export type SetAgentPolicyParams = {
   operator?: OperatorApproval;
 };
 export type SetAgentPolicyResult = { keyRef: string; policy: AgentPolicyDocument | null; version: number };
-export type SetNodeFrozenParams = { frozen: boolean; operator?: OperatorApproval };
+/** `freezeEpoch` with `operator` only: the node's freeze epoch the approval was signed over. */
+export type SetNodeFrozenParams = { frozen: boolean; freezeEpoch?: number; operator?: OperatorApproval };
 export type SetNodeFrozenResult = { frozen: boolean };
 export type EnrollOperatorKeyParams = { keyId: string; publicKey: Hex; label?: string };
 export type EnrollOperatorKeyResult = { keyId: string; publicKey: Hex };

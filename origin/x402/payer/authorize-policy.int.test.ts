@@ -582,7 +582,15 @@ describe("x402 authorize under agents' spending policies (real stack)", { timeou
     const agent = await stack.newAgent();
     const freeze = async (frozen: boolean) => {
       const params: Record<string, unknown> = { frozen };
-      if (!frozen) params.operator = await operator.approve("set_node_frozen", nodeFreezeSubject(false));
+      if (!frozen) {
+        // Over the freeze the enclave holds now: it lifts that one only.
+        const { node_freeze_epoch: epoch } = expectOk(await enclave.request("get_policy", {}));
+        params.freeze_epoch = epoch;
+        params.operator = await operator.approve(
+          "set_node_frozen",
+          nodeFreezeSubject(false, epoch as number),
+        );
+      }
       expectOk(
         await enclave.request(
           "set_node_frozen",
