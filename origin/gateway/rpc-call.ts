@@ -142,6 +142,8 @@ export function finishCall(
         };
       } else if (answer.error !== undefined) {
         responses[index] = { jsonrpc: "2.0", id: request.id, error: upstreamError(answer.error) };
+      } else if (!nestsAtMost(answer.result, MAX_JSON_DEPTH)) {
+        responses[index] = { jsonrpc: "2.0", id: request.id, error: TOO_DEEP };
       } else {
         responses[index] = { jsonrpc: "2.0", id: request.id, result: answer.result ?? null };
       }
@@ -191,7 +193,6 @@ function parseRequest(item: unknown): ValidRequest | { error: RpcResponse } | "n
   return { id: id as Id, method, params };
 }
 
-/** Passes the node's error code and message through, never anything that is not JSON-RPC shaped. */
 /** The error of an answer that names no request (id null or none): the node's word on the whole call. */
 function wholeCallError(answer: unknown): unknown {
   if (!answer || typeof answer !== "object") return undefined;
@@ -199,7 +200,19 @@ function wholeCallError(answer: unknown): unknown {
   return (id === null || id === undefined) && error !== undefined && error !== null ? error : undefined;
 }
 
+/**
+ * What a node answers in place of a value nested past MAX_JSON_DEPTH (no read of the allowlist
+ * nests more than a few levels): passed on, it overflowed the answer's JSON.stringify, a 500 that
+ * took the rest of the batch with it.
+ */
+const TOO_DEEP: RpcError = {
+  code: -32000,
+  message: `the chain's answer nests deeper than ${MAX_JSON_DEPTH} levels`,
+};
+
+/** Passes the node's error code and message through, never anything that is not JSON-RPC shaped. */
 function upstreamError(error: unknown): RpcError {
+  if (!nestsAtMost(error, MAX_JSON_DEPTH)) return TOO_DEEP;
   const { code, message, data } = (error ?? {}) as { code?: unknown; message?: unknown; data?: unknown };
   return {
     code: typeof code === "number" ? code : -32000,

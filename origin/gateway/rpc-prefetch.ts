@@ -79,10 +79,12 @@ async function prefetch(
   const call = planCall(read.value);
   if (call.forward.length === 0 || !slots.tryAcquire(tokenId)) return { read, call };
   // Held until the response has gone (or the client left), as an /rpc slot is: the answer sits in
-  // this node's memory until then, whether it is sent or dropped.
+  // this node's memory until then, whether it is sent or dropped. And until the chain has
+  // answered: a client that hangs up first leaves the call out at the chain.
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
   const sent = send(call, upstream);
-  if (!outgoing || outgoing.closed) void sent.finally(() => slots.release(tokenId));
-  else outgoing.once("close", () => slots.release(tokenId));
+  const release = (): void => void sent.finally(() => slots.release(tokenId));
+  if (!outgoing || outgoing.closed) release();
+  else outgoing.once("close", release);
   return { read, call, sent };
 }

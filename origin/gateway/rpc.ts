@@ -61,13 +61,16 @@ export function rpcHandler(
       released = true;
       inFlight.release(agentId);
     };
+    const call = prefetched?.call ?? planCall(read.value);
+    const sent = call.forward.length === 0 ? undefined : (prefetched?.sent ?? send(call, upstream));
+    // Nor before the chain has answered: a client that hangs up leaves its call out at the chain,
+    // and a slot given back then let it send another at once, as many as it liked.
+    const releaseOnceAnswered = (): void => void Promise.resolve(sent).finally(release);
     const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
-    // A client that left just after its body was in has already closed: its slot goes back now.
-    if (outgoing?.closed) release();
-    else outgoing?.once("close", release);
+    if (outgoing?.closed) releaseOnceAnswered();
+    else outgoing?.once("close", releaseOnceAnswered);
     try {
-      const call = prefetched?.call ?? planCall(read.value);
-      const reply = call.forward.length === 0 ? undefined : await (prefetched?.sent ?? send(call, upstream));
+      const reply = await sent;
       const answer = finishCall(call, reply);
       // Only notifications: JSON-RPC 2.0 answers nothing, so HTTP's "no content" (docs/api.md#json-rpc-on-agentv1rpc).
       return answer === null ? c.body(null, 204) : c.json(answer);
