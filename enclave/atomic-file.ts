@@ -3,13 +3,39 @@
  * so a crash mid-write leaves either the old file or the new one, never half of either.
  */
 import { randomBytes } from "node:crypto";
-import { open, rename, rm } from "node:fs/promises";
+import { link, open, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
 /** Writes `data` to `path` atomically with mode 0600 (sealed blobs are private to the enclave). */
 export async function writeFileAtomic(path: string, data: Uint8Array): Promise<void> {
-  const dir = dirname(path);
-  const temp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const temp = await writeTempFile(path, data);
+  try {
+    await rename(temp, path);
+  } catch (error) {
+    await rm(temp, { force: true });
+    throw error;
+  }
+  await syncDirectory(dirname(path));
+}
+
+/**
+ * As writeFileAtomic, but never over a file already there: the temporary file is linked under its
+ * name (link, unlike rename, never replaces), so of two writers at once exactly one succeeds and
+ * the other gets EEXIST.
+ */
+export async function writeNewFileAtomic(path: string, data: Uint8Array): Promise<void> {
+  const temp = await writeTempFile(path, data);
+  try {
+    await link(temp, path);
+  } finally {
+    await rm(temp, { force: true });
+  }
+  await syncDirectory(dirname(path));
+}
+
+/** `data` in a new synced 0600 temporary file beside `path`; returns its path. */
+async function writeTempFile(path: string, data: Uint8Array): Promise<string> {
+  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
   const handle = await open(temp, "wx", 0o600);
   try {
     await handle.writeFile(data);
@@ -20,13 +46,7 @@ export async function writeFileAtomic(path: string, data: Uint8Array): Promise<v
     throw error;
   }
   await handle.close();
-  try {
-    await rename(temp, path);
-  } catch (error) {
-    await rm(temp, { force: true });
-    throw error;
-  }
-  await syncDirectory(dir);
+  return temp;
 }
 
 /** fsync of a directory makes a rename inside it durable (POSIX). */

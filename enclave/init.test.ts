@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
@@ -10,6 +10,7 @@ import { dataDirLayout } from "./data-dir.ts";
 import { InitError, initEnclave } from "./init.ts";
 import { Keystore } from "./keystore.ts";
 import { readSealedConfig, readSealingKey } from "./sealed-config.ts";
+import { generateSealingKey } from "./sealing.ts";
 import { StateStore } from "./state-store.ts";
 
 describe("initEnclave", () => {
@@ -107,6 +108,55 @@ describe("initEnclave", () => {
     };
     await initEnclave(params);
     await expect(initEnclave(params)).rejects.toBeInstanceOf(InitError);
+  });
+
+  it("initialises a folder once when two inits run at once: the other is refused, and the folder unseals under one key", async () => {
+    // Two operators (or a script and a person) initialising a recovery's new enclave in one folder
+    // (docs/operations.md#disaster-recovery, step 2): each wrote its own sealing key over the
+    // other's and sealed its config and payee key under its own, both said they were done, and
+    // the folder unsealed under neither key: the enclave refused to start.
+    const params = {
+      dataDir: dir,
+      envId: "dev-1",
+      adminAuthority: admin,
+      policyAuthority: policy,
+      recoveryAuthority: recovery,
+      recoveryEncryptionKey: recoveryEnc,
+    };
+    const runs = await Promise.allSettled([initEnclave(params), initEnclave(params)]);
+    const done = runs.flatMap((run) => (run.status === "fulfilled" ? [run.value] : []));
+    expect(done, "inits that reported success").toHaveLength(1);
+    const refusal = runs.find((run) => run.status === "rejected");
+    expect(refusal?.status === "rejected" && refusal.reason).toBeInstanceOf(InitError);
+    expect(refusal?.status === "rejected" && String(refusal.reason)).toMatch(/is already initialised/);
+    const layout = dataDirLayout(dir);
+    const sealingKey = await readSealingKey(layout);
+    const { config } = await readSealedConfig(layout, sealingKey);
+    expect(config.instance_id).toBe(done[0]!.instance_id);
+    const keystore = await Keystore.open(layout.keysDir, sealingKey, pino({ level: "silent" }));
+    const state = await StateStore.open(layout.state, sealingKey);
+    try {
+      expect(keystore.get(state.state.payeeKeyRef!)?.address).toBe(done[0]!.payee_address);
+    } finally {
+      await state.close();
+    }
+  });
+
+  it("initialises a folder an init killed before sealing its config left with a sealing key alone", async () => {
+    const layout = dataDirLayout(dir);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const leftOver = generateSealingKey();
+    await writeFile(layout.sealingKey, leftOver, { mode: 0o600 });
+    const made = await initEnclave({
+      dataDir: dir,
+      envId: "dev-1",
+      adminAuthority: admin,
+      policyAuthority: policy,
+      recoveryAuthority: recovery,
+      recoveryEncryptionKey: recoveryEnc,
+    });
+    const { config } = await readSealedConfig(layout, leftOver);
+    expect(config.instance_id).toBe(made.instance_id);
   });
 
   it("refuses a bad env id, a bad key and any two equal authorities", async () => {

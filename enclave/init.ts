@@ -1,7 +1,8 @@
 /**
  * `npm run enclave -- init`: creates the sealing key (0600) and seals the env id, chain id 77, the
  * authority public keys, the recovery encryption public key and a fresh random instance id beside
- * it, and makes the x402 payee key (payee-key.ts), whose address it reports. Refuses to run twice: a second init would orphan every key sealed under the first sealing key.
+ * it, and makes the x402 payee key (payee-key.ts), whose address it reports. Refuses to run twice: a second init would orphan every key sealed under the first sealing key;
+ * of two run at once, one initialises the folder and the other is refused.
  */
 import { mkdir } from "node:fs/promises";
 import pino from "pino";
@@ -9,13 +10,14 @@ import { CHAIN_ID } from "../shared/constants.ts";
 import { fromHex, normaliseHex } from "../shared/hex.ts";
 import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";
 import { hpkeSeal, RECOVERY_HPKE_INFO } from "../shared/recovery-envelope.ts";
-import { writeFileAtomic } from "./atomic-file.ts";
-import { dataDirLayout } from "./data-dir.ts";
+import { writeNewFileAtomic } from "./atomic-file.ts";
+import { type DataDirLayout, dataDirLayout } from "./data-dir.ts";
 import { Keystore } from "./keystore.ts";
 import { ensurePayeeKey } from "./payee-key.ts";
 import {
   isEnclaveInitialised,
   randomInstanceId,
+  readSealingKey,
   SEALED_CONFIG_VERSION,
   type SealedConfig,
   sealConfig,
@@ -61,7 +63,7 @@ export async function initEnclave(params: InitEnclaveParams): Promise<InitEnclav
   await mkdir(layout.root, { recursive: true, mode: 0o700 });
   await mkdir(layout.keysDir, { recursive: true, mode: 0o700 });
 
-  const sealingKey = generateSealingKey();
+  const sealingKey = await claimSealingKey(layout);
   const config: SealedConfig = {
     v: SEALED_CONFIG_VERSION,
     env_id: params.envId,
@@ -74,8 +76,13 @@ export async function initEnclave(params: InitEnclaveParams): Promise<InitEnclav
     instance_id: randomInstanceId(),
     created_at: (params.now ?? (() => new Date()))().toISOString(),
   };
-  await writeFileAtomic(layout.sealingKey, sealingKey);
-  await writeFileAtomic(layout.sealedConfig, sealConfig(sealingKey, config));
+  try {
+    // The commit: of two inits at once only one seals its config, and only it goes on to make keys.
+    await writeNewFileAtomic(layout.sealedConfig, sealConfig(sealingKey, config));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    throw new InitError(`${params.dataDir} is already initialised`);
+  }
   const keystore = await Keystore.open(layout.keysDir, sealingKey, pino({ level: "silent" }));
   const state = await StateStore.open(layout.state, sealingKey);
   try {
@@ -83,6 +90,23 @@ export async function initEnclave(params: InitEnclaveParams): Promise<InitEnclav
     return { ...config, payee_address: payee.address };
   } finally {
     await state.close();
+  }
+}
+
+/**
+ * The folder's sealing key: a new one, or the one another init left there (one killed before it
+ * sealed its config, or one running beside this one). Never written over: two inits at once each
+ * wrote their own over the other's and sealed under their own, leaving a folder that unsealed
+ * under neither key.
+ */
+async function claimSealingKey(layout: DataDirLayout): Promise<Uint8Array> {
+  const sealingKey = generateSealingKey();
+  try {
+    await writeNewFileAtomic(layout.sealingKey, sealingKey);
+    return sealingKey;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    return readSealingKey(layout);
   }
 }
 

@@ -1,4 +1,5 @@
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { mkdir, mkdtemp, open, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -157,6 +158,68 @@ describe("recover: refusals (real enclave)", () => {
     ]);
     expect(result).toMatchObject({ code: 3, stdout: "" });
     expect(result.stderr).toMatch(/^recover: error: public_identity: signer_unreachable: .*ENOENT/);
+  });
+
+  it("ends as an error (3), not refused (1), when the enclave stops answering part way through the folder", async () => {
+    // The enclave answered the tool's first call (its identity) and was gone for the backups: each
+    // was printed "refused" and the run ended 1, the code of a decision that the same command
+    // repeats, where the docs give 3 for an enclave that stopped answering. The backup file is a
+    // named pipe, for the timing only: the tool blocks reading it, the enclave is stopped, then
+    // the real envelope is written into it.
+    const gone = await startEnclaveProcess({ envId: "recover-gone" });
+    const goneSigner = createSignerClient({
+      endpoint: `unix://${gone.socketPath}`,
+      liveIdentityEnabled: true,
+    });
+    try {
+      const authorize = createCapabilityMinter({
+        authority: gone.adminSecret,
+        envId: gone.envId,
+        client: goneSigner,
+      });
+      const made = await goneSigner.generateKeys(
+        { namespace: "settler", count: 1, batchId: "gone-one" },
+        authorize,
+      );
+      if (!made.ok) throw new Error("generate_keys failed");
+      const backups = path.join(dir, "backups-gone");
+      const backedUp = await backupKey({
+        signer: goneSigner,
+        adminAuthority: gone.adminSecret,
+        keyRef: made.value.keys[0]!.keyRef,
+        backupDir: backups,
+      });
+      if (!backedUp.ok) throw new Error(backedUp.error.message);
+      const envelope = await readFile(backedUp.value.path);
+      await rm(backedUp.value.path);
+      execFileSync("mkfifo", [backedUp.value.path]);
+      await writeFile(file("gone-recovery.key"), toHex(gone.recoverySecret), { mode: 0o600 });
+      await writeFile(file("gone-recovery-enc.key"), toHex(gone.recoveryEncKey), { mode: 0o600 });
+      const running = runTool("ops/recover.ts", [
+        "--backup-dir",
+        backups,
+        "--recovery-key",
+        file("gone-recovery.key"),
+        "--recovery-enc-key",
+        file("gone-recovery-enc.key"),
+        "--socket",
+        gone.socketPath,
+      ]);
+      // Opening the pipe for writing returns once the tool opened it to read: past its identity call.
+      const pipe = await open(backedUp.value.path, "w");
+      await gone.stop();
+      await pipe.writeFile(envelope);
+      await pipe.close();
+      const result = await running;
+      expect(result.stdout).not.toMatch(/refused/);
+      expect(result.stderr).toMatch(
+        /^recover: error: .*gone-one\.backup: new_transport_key: signer_unreachable: /,
+      );
+      expect(result.code).toBe(3);
+    } finally {
+      await goneSigner.close();
+      await gone.dispose();
+    }
   });
 
   it("backup-key --key-ref that is no key_ref is a usage error (2), the enclave not asked", async () => {

@@ -7,7 +7,7 @@
  * load_recovery_key, under a recovery capability. The enclave checks the key's public half and
  * holds it in memory only, for an hour at most.
  */
-import type { CapabilityProvider, SignerClient } from "../../origin/signer/types.ts";
+import type { CapabilityProvider, SignerClient, SignerFailure } from "../../origin/signer/types.ts";
 import { equalBytes, fromHex, toHex } from "../../shared/hex.ts";
 import {
   hpkeSeal,
@@ -17,7 +17,7 @@ import {
   x25519PublicKey,
 } from "../../shared/recovery-envelope.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
-import { signerFailureText } from "./enclave-unreachable.ts";
+import { enclaveUnreachable, signerFailureText } from "./enclave-unreachable.ts";
 
 export type LoadRecoveryKeyIntoParams = {
   signer: Pick<SignerClient, "newTransportKey" | "loadRecoveryKey">;
@@ -29,8 +29,14 @@ export type LoadRecoveryKeyIntoParams = {
   authorize: CapabilityProvider;
 };
 
-/** Until when the enclave holds the key, or why it does not. */
-export type LoadRecoveryKeyIntoResult = Result<{ expiresAt: string }, string>;
+/**
+ * Until when the enclave holds the key, or why it does not: `unreachable` when the enclave never
+ * answered (enclave-unreachable.ts), rather than refused.
+ */
+export type LoadRecoveryKeyIntoResult = Result<
+  { expiresAt: string },
+  { message: string; unreachable: boolean }
+>;
 
 /** Loads the recovery encryption key into the enclave behind `signer`; see the module comment. */
 export async function loadRecoveryKeyInto(
@@ -39,12 +45,13 @@ export async function loadRecoveryKeyInto(
   const given = x25519PublicKey(params.recoveryEncryptionKey);
   if (!equalBytes(given, params.recoveryPublicKey)) {
     // The enclave would refuse it too; saying so here names both fingerprints.
-    return err(
-      `wrong recovery key: the enclave's recovery key has fingerprint ${recoveryKeyFingerprint(params.recoveryPublicKey)}, the given key's fingerprint is ${recoveryKeyFingerprint(given)}`,
-    );
+    return err({
+      message: `wrong recovery key: the enclave's recovery key has fingerprint ${recoveryKeyFingerprint(params.recoveryPublicKey)}, the given key's fingerprint is ${recoveryKeyFingerprint(given)}`,
+      unreachable: false,
+    });
   }
   const offered = await params.signer.newTransportKey();
-  if (!offered.ok) return err(signerFailureText("new_transport_key", offered.error));
+  if (!offered.ok) return signerFailure("new_transport_key", offered.error);
   const transportPublicKey = fromHex(offered.value.transportPublicKey);
   const box = await hpkeSeal(
     transportPublicKey,
@@ -56,8 +63,10 @@ export async function loadRecoveryKeyInto(
     { transportPublicKey: offered.value.transportPublicKey, enc: toHex(box.enc), ct: toHex(box.ct) },
     params.authorize,
   );
-  if (!loaded.ok) {
-    return err(signerFailureText("load_recovery_key", loaded.error));
-  }
+  if (!loaded.ok) return signerFailure("load_recovery_key", loaded.error);
   return ok({ expiresAt: loaded.value.expiresAt });
+}
+
+function signerFailure(op: string, failure: SignerFailure): LoadRecoveryKeyIntoResult {
+  return err({ message: signerFailureText(op, failure), unreachable: enclaveUnreachable(failure) });
 }

@@ -49,7 +49,11 @@ export type RecoverParams = {
   onFile?: (recovery: FileRecovery) => void;
 };
 
-/** Restores each backup or package in turn; one refusal (or unreadable file) does not stop the others. */
+/**
+ * Restores each backup or package in turn; one refusal (or unreadable file) does not stop the
+ * others. An enclave that stops answering does: it refused nothing, and every file after would
+ * fail alike, so that is thrown (the tool's exit 3, docs/operations.md#exit-codes-of-the-operator-tools).
+ */
 export async function recoverBatches(params: RecoverParams): Promise<FileRecovery[]> {
   const identity = await params.signer.getSealedIdentity();
   if (!identity.ok)
@@ -75,7 +79,7 @@ export async function recoverBatches(params: RecoverParams): Promise<FileRecover
         })
       : async (bytes) => {
           const restored = await params.signer.restoreBackup({ package: bytes }, authorize);
-          return restored.ok ? restored : err(restoreRefusal(restored.error));
+          return restored.ok ? restored : restoreFailure(restored.error);
         };
 
   const results: FileRecovery[] = [];
@@ -91,6 +95,7 @@ export async function recoverBatches(params: RecoverParams): Promise<FileRecover
       continue;
     }
     const restored = await restore(bytes);
+    if (!restored.ok && restored.error.unreachable) throw new Error(`${file}: ${restored.error.message}`);
     const recovery: FileRecovery = {
       file,
       result: restored.ok
@@ -101,7 +106,7 @@ export async function recoverBatches(params: RecoverParams): Promise<FileRecover
             imported: restored.value.imported,
             held: restored.value.keys.map((key) => ({ keyRef: key.keyRef, address: key.address })),
           })
-        : restored,
+        : err(restored.error.message),
     };
     results.push(recovery);
     params.onFile?.(recovery);
@@ -117,11 +122,14 @@ export async function backupFilesIn(dir: string): Promise<string[]> {
     .map((name) => path.join(dir, name));
 }
 
-/** What the enclave restored, or the reason the file was refused (for the operator). */
-type RestoreOutcome = Result<RestoreBackupResult, string>;
+/**
+ * What the enclave restored, or the reason the file was not (for the operator): `unreachable` when
+ * the enclave never answered, rather than refused.
+ */
+type RestoreOutcome = Result<RestoreBackupResult, { message: string; unreachable: boolean }>;
 
-function restoreRefusal(error: SignerFailure): string {
-  return signerFailureText("restore_backup", error);
+function restoreFailure(error: SignerFailure): RestoreOutcome {
+  return err({ message: signerFailureText("restore_backup", error), unreachable: enclaveUnreachable(error) });
 }
 
 /**
@@ -144,7 +152,7 @@ function envelopeRestorer(params: {
       recoveryPublicKey: x25519PublicKey(params.recoveryEncryptionKey),
       expect: params.expect,
     });
-    if (!checked.ok) return err(checked.error.reason);
+    if (!checked.ok) return err({ message: checked.error.reason, unreachable: false });
     for (let attempt = 0; attempt < 2; attempt += 1) {
       if (!loaded) {
         const load = await loadRecoveryKeyInto(params);
@@ -153,10 +161,13 @@ function envelopeRestorer(params: {
       }
       const restored = await params.signer.restoreBackup({ envelope }, params.authorize);
       if (restored.ok) return restored;
-      if (restored.error.code !== "not_configured") return err(restoreRefusal(restored.error));
+      if (restored.error.code !== "not_configured") return restoreFailure(restored.error);
       loaded = false;
     }
-    return err("restore_backup: not_configured: the enclave did not keep the recovery key");
+    return err({
+      message: "restore_backup: not_configured: the enclave did not keep the recovery key",
+      unreachable: false,
+    });
   };
 }
 

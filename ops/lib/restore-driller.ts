@@ -148,7 +148,7 @@ async function drillInto(
     recoveryPublicKey: fromHex(options.identity.recoveryEncryptionKey),
     authorize,
   });
-  if (!loaded.ok) return err(loaded.error);
+  if (!loaded.ok) return err(loaded.error.message);
   const restored = await enclave.signer.restoreBackup({ envelope: file.value }, authorize);
   if (!restored.ok) {
     return err(signerFailureText("restore_backup", restored.error));
