@@ -248,7 +248,7 @@ export function createFacilitator({
   ): Promise<{ outcome: SettleOutcome } | { turned: Turned }> => {
     // The wait for a slot and then for the receipt together within one receipt wait.
     const answerBy = Date.now() + receiptTimeoutMs;
-    const slot = await guard.enter(clientIp, payment.payer);
+    const slot = await guard.enter(clientIp, payment.payer, payment.authorization.nonce);
     if (!slot.ok)
       return { turned: { reason: guardReason(slot.error), retryAfterSeconds: slot.error.retryAfterSeconds } };
     // A repeat of a settle whose answer was lost is a duplicate: answered from the stored

@@ -12,8 +12,14 @@
  *    saw them (in memory per node, like the other windows);
  *  - while a settlement is in flight it holds one of what its payer may still revert, so a payer
  *    never has more settlements in flight on a node than it may still cause to revert: draining
- *    its balance under a burst of its own payments reverts no more than the count allows. An
- *    address holds at most addressInFlight on a node, and once one of its settlements reverted, no
+ *    its balance under a burst of its own payments reverts no more than the count allows. The
+ *    payer's slots count its authorizations in flight (payer, nonce), not their presentations: one
+ *    authorization makes at most one settlement transaction, so it can revert once however often
+ *    it is presented, and its presentations share its one slot, held until the last of them
+ *    releases it. Else anyone presenting again an authorization already settling (it is public once
+ *    broadcast) from a few addresses would hold all of the payer's slots while it waits for the
+ *    receipt, and the payer's own next payments would be refused. An address holds one slot per
+ *    presentation, at most addressInFlight on a node, and once one of its settlements reverted, no
  *    more than it may still revert. A settlement holds its slot until it is mined, also after its
  *    settle answered `settlement_pending`. A settle past a slot waits for one (the burst is served
  *    in turn, not refused), up to maxWaitMs; past maxWaiting waiting on one key it is refused at once.
@@ -59,8 +65,12 @@ export type SettleSlot = { release(outcome: "reverted" | "not_reverted"): void }
 export type RevertGuard = {
   /** The refusal a settle now would meet, without taking a slot (verify asks this). */
   check(clientIp: string, payer: string): Promise<RevertRefusal | undefined>;
-  /** A slot for one settlement (waiting for one if need be), or the refusal. */
-  enter(clientIp: string, payer: string): Promise<Result<SettleSlot, RevertRefusal>>;
+  /**
+   * A slot for one presentation of the payer's authorization `nonce` (waiting for one if need be),
+   * or the refusal: the address's own, and the payer's that the authorization's other
+   * presentations in flight hold already, or a new one.
+   */
+  enter(clientIp: string, payer: string, nonce: string): Promise<Result<SettleSlot, RevertRefusal>>;
 };
 
 export type CreateRevertGuardParams = {
@@ -174,9 +184,11 @@ export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard 
       refused("x402_reverts");
       return state.error;
     },
-    async enter(clientIp, payer) {
+    async enter(clientIp, payer, nonce) {
       const address = `address ${addressGroup(clientIp)}`;
       const key = `payer ${payer.toLowerCase()}`;
+      // Its presentations in flight: while there are any, the authorization holds a slot of the payer's.
+      const authorization = `authorization ${payer.toLowerCase()} ${nonce.toLowerCase()}`;
       const deadline = now() + params.maxWaitMs;
       for (let waited = false; ; waited = true) {
         const state = await standing(addressGroup(clientIp), payer.toLowerCase());
@@ -184,15 +196,18 @@ export function createRevertGuard(params: CreateRevertGuardParams): RevertGuard 
           refused("x402_reverts");
           return state;
         }
-        if (held(key) < state.value.payerCap && held(address) < state.value.addressCap) {
-          add(inFlight, key, 1);
+        const holdsPayerSlot = held(authorization) > 0;
+        if ((holdsPayerSlot || held(key) < state.value.payerCap) && held(address) < state.value.addressCap) {
+          if (!holdsPayerSlot) add(inFlight, key, 1);
+          add(inFlight, authorization, 1);
           add(inFlight, address, 1);
           let released = false;
           return ok({
             release(outcome) {
               if (released) return;
               released = true;
-              add(inFlight, key, -1);
+              add(inFlight, authorization, -1);
+              if (held(authorization) === 0) add(inFlight, key, -1);
               add(inFlight, address, -1);
               if (outcome === "reverted") addressReverts.record(addressGroup(clientIp));
               const woken = wakeAll;

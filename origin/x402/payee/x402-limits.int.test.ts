@@ -629,6 +629,100 @@ describe("a payer whose settlements are answered settlement_pending", () => {
   }, 180_000);
 });
 
+describe("a payer whose pending settlement others present again", () => {
+  // A receipt wait of 4 s, and a devnet that mines only when told, as a chain slower than it: the
+  // payer's first settlement stays unmined, and its authorization, broadcast, is anyone's to copy.
+  const origin = useFixture(
+    "origin with a 4 s receipt wait",
+    () => stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "4000" }),
+    (started) => started.close(),
+  );
+  const edge = useFixture(
+    "edge",
+    () => edgeFor(origin),
+    (started) => started.stop(),
+    { timeoutMs: 180_000 },
+  );
+
+  it("replays of its one unmined authorization from other addresses do not take the slots its next payment settles in", async () => {
+    // Mutation: the guard giving each presentation a slot of the payer's (as before), the two
+    // replays of the unmined authorization hold the payer's last 2 of 3 while they wait for its
+    // receipt: the payer's next payment waits a receipt wait for a slot, then is 429 rate_limited,
+    // nothing signed. One authorization makes one settlement: it can revert once, and counts once.
+    const demoUrl = `${edge.directUrl!.origin}/77/x402/demo`;
+    const payer = await fundedPayer(stack.devnet.url);
+    const [first, next] = await Promise.all([envelope(demoUrl, payer), envelope(demoUrl, payer)]);
+    const statusOf = async (payload: PaymentPayload): Promise<string | undefined> =>
+      (
+        await queryRows<{ status: string }>(
+          stack.db.handle.db,
+          sql`select status from x402_settlements
+              where payer = ${payer.address.toLowerCase()}
+                and nonce = ${(payload.payload as { authorization: { nonce: string } }).authorization.nonce}`,
+        )
+      )[0]?.status;
+    expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    const pending: Array<Promise<Answer>> = [];
+    let nextAnswer: Answer | undefined;
+    try {
+      pending.push(facilitator(edge, "198.51.100.80", "settle", settleBody(first)));
+      await expect.poll(() => statusOf(first), { timeout: 30_000 }).toBe("submitted");
+      // Two others copy it from the pool and present it, each from its own address.
+      for (const ip of ["198.51.100.81", "198.51.100.82"])
+        pending.push(facilitator(edge, ip, "settle", settleBody(first)));
+      // Time for the replays to reach the guard; each waits there for the first's receipt, up to
+      // a receipt wait and 5 s, far longer than the payer's next settle may wait for a slot.
+      await sleep(1_000);
+      const settling = facilitator(edge, "198.51.100.80", "settle", settleBody(next)).then((answer) => {
+        nextAnswer = answer;
+        return answer;
+      });
+      pending.push(settling);
+      // Its settlement broadcast (or its settle answered without one): then the chain mines.
+      await expect
+        .poll(async () => nextAnswer !== undefined || (await statusOf(next)) === "submitted", {
+          timeout: 30_000,
+        })
+        .toBe(true);
+      await rpc(stack.devnet.url, "dev_mine", []);
+      const answer = await settling;
+      expect(`${answer.status} ${answer.body.errorReason ?? answer.body.success}`).toBe("200 true");
+    } finally {
+      await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+      await rpc(stack.devnet.url, "dev_mine", []);
+      await Promise.all(pending);
+    }
+    expect(await statusOf(first)).toBe("settled");
+  }, 120_000);
+
+  it("an address presenting one unmined authorization again and again still holds no more than its 16 at once", async () => {
+    // Mutation: a presentation of an authorization already in flight taking no slot of its
+    // address lets all 17 through to wait for the receipt, none refused.
+    const demoUrl = `${edge.directUrl!.origin}/77/x402/demo`;
+    const payer = await fundedPayer(stack.devnet.url);
+    const payload = await envelope(demoUrl, payer);
+    const flooder = "198.51.100.90";
+    expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+    let answers: Answer[] = [];
+    try {
+      answers = await Promise.all(
+        Array.from({ length: REVERT_GUARD.addressInFlight + 1 }, () =>
+          facilitator(edge, flooder, "settle", settleBody(payload)),
+        ),
+      );
+    } finally {
+      await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+      await rpc(stack.devnet.url, "dev_mine", []);
+    }
+    // 16 wait for the one settlement's receipt, answered pending; the 17th waits a receipt wait
+    // for a slot of its address, and is told to come again.
+    expect(tally(answers.map((answer) => `${answer.status} ${answer.body.errorReason}`))).toEqual({
+      [`504 ${X402_REASONS.settlementPending}`]: REVERT_GUARD.addressInFlight,
+      [`429 ${X402_REASONS.rateLimited}`]: 1,
+    });
+  }, 120_000);
+});
+
 describe("a settle that waited for its revert-guard slot", () => {
   // A receipt wait of 4 s, and a devnet that mines only when told, as a chain slower than it.
   const origin = useFixture(
