@@ -5,7 +5,8 @@
  * - export: the batch's private keys are sealed twice under the canonical header as associated
  *   data: with HPKE to the sealed recovery encryption key (the copy a recovery opens, offline),
  *   and with AES-256-GCM under a key derived from this enclave's sealing key (the copy
- *   verify_backup opens, since the recovery copy cannot be opened here).
+ *   verify_backup opens, since the recovery copy cannot be opened here); the whole is signed by
+ *   this enclave's backup signer, so a recovery can tell its envelopes from planted ones.
  * - verify: the sealing-key copy authenticates and every key reproduces its header entry; the
  *   recovery copy names this enclave's recovery key and has exactly the length HPKE gives that
  *   plaintext. Whether the recovery copy opens is what the restore drill proves, in a throwaway
@@ -23,9 +24,10 @@ import { createHash } from "node:crypto";
 import { encodeCbor } from "../shared/cbor-frame.ts";
 import { equalBytes, fromHex, type Hex, toHex } from "../shared/hex.ts";
 import {
-  BACKUP_ENVELOPE_KIND,
   type BackupHeader,
   type BackupSecrets,
+  backupSignaturePreimage,
+  backupSignerPublicKey,
   HpkeOpenError,
   headerAad,
   hpkeOpen,
@@ -40,6 +42,8 @@ import {
   RECOVERY_KEY_HPKE_INFO,
   recoveryKeyAad,
   recoveryKeyFingerprint,
+  SIGNED_BACKUP_ENVELOPE_KIND,
+  signBackupEnvelope,
   TRANSPORT_HPKE_INFO,
   X25519_KEY_BYTES,
   x25519PublicKey,
@@ -47,14 +51,14 @@ import {
 import type { EnclaveContext } from "./context.ts";
 import { type KeyEntry, type KeyMaterial, type Keystore, materialFromPrivateKey } from "./keystore.ts";
 import { type OpOutcome, refuse, succeed } from "./outcome.ts";
-import { deriveBackupKey, SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
+import { deriveBackupKey, deriveBackupSignerSeed, SEAL_LABEL, SealError, seal, unseal } from "./sealing.ts";
 
 export type BuiltEnvelope = { envelope: Uint8Array; sha256: Hex };
 
 /** What export and verify read of the enclave: its sealed config, sealing key, keys and clock. */
 export type BackupContext = Pick<EnclaveContext, "config" | "sealingKey" | "keystore" | "now">;
 
-/** Seals `keys` of one batch into a v2 envelope. */
+/** Seals `keys` of one batch into a v3 envelope, signed by this enclave's backup signer. */
 export async function buildBackupEnvelope(
   ctx: BackupContext,
   batch: { batchId: string; namespace: BackupHeader["namespace"]; keys: KeyEntry[] },
@@ -77,8 +81,29 @@ export async function buildBackupEnvelope(
   const aad = headerAad(header);
   const recovery = await hpkeSeal(recoveryKey, RECOVERY_HPKE_INFO, aad, plaintext);
   const sealed = seal(deriveBackupKey(ctx.sealingKey, ctx.config.env_id), SEAL_LABEL.backup, plaintext, aad);
-  const envelope = encodeCbor({ v: 2, kind: BACKUP_ENVELOPE_KIND, header, recovery, sealed });
+  const seed = deriveBackupSignerSeed(ctx.sealingKey, ctx.config.env_id);
+  const unsigned = {
+    v: 3 as const,
+    kind: SIGNED_BACKUP_ENVELOPE_KIND,
+    header,
+    recovery,
+    sealed,
+    signer: backupSignerPublicKey(seed),
+  };
+  const signature = signBackupEnvelope(seed, backupSignaturePreimage(unsigned));
+  seed.fill(0);
+  const envelope = encodeCbor({ ...unsigned, signature });
   return { envelope, sha256: toHex(createHash("sha256").update(envelope).digest()) };
+}
+
+/** The public key of this enclave's backup signer, 0x-hex: what a recovery expects envelopes signed by. */
+export function backupSignerOf(ctx: Pick<EnclaveContext, "config" | "sealingKey">): Hex {
+  const seed = deriveBackupSignerSeed(ctx.sealingKey, ctx.config.env_id);
+  try {
+    return toHex(backupSignerPublicKey(seed));
+  } finally {
+    seed.fill(0);
+  }
 }
 
 export type OpenedBatch = {

@@ -11,6 +11,7 @@ import { fromHex, normaliseHex } from "../shared/hex.ts";
 import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";
 import { hpkeSeal, RECOVERY_HPKE_INFO } from "../shared/recovery-envelope.ts";
 import { writeNewFileAtomic } from "./atomic-file.ts";
+import { backupSignerOf } from "./backup-envelope.ts";
 import { type DataDirLayout, dataDirLayout } from "./data-dir.ts";
 import { Keystore } from "./keystore.ts";
 import { ensurePayeeKey } from "./payee-key.ts";
@@ -43,8 +44,11 @@ export class InitError extends Error {
   override readonly name = "InitError";
 }
 
-/** The sealed config `init` wrote, and the address of the payee key it made. */
-export type InitEnclaveResult = SealedConfig & { payee_address: string };
+/**
+ * The sealed config `init` wrote, the address of the payee key it made, and the public key of
+ * its backup signer (every backup envelope is signed by it; a recovery names it).
+ */
+export type InitEnclaveResult = SealedConfig & { payee_address: string; backup_signer: string };
 
 /** Initialises a data directory; returns the sealed config it wrote and the payee key's address. */
 export async function initEnclave(params: InitEnclaveParams): Promise<InitEnclaveResult> {
@@ -87,7 +91,7 @@ export async function initEnclave(params: InitEnclaveParams): Promise<InitEnclav
   const state = await StateStore.open(layout.state, sealingKey);
   try {
     const payee = await ensurePayeeKey(keystore, state, new Date(config.created_at));
-    return { ...config, payee_address: payee.address };
+    return { ...config, payee_address: payee.address, backup_signer: backupSignerOf({ config, sealingKey }) };
   } finally {
     await state.close();
   }

@@ -7,6 +7,7 @@ import { CHAIN_ID } from "../shared/constants.ts";
 import { fromHex, type Hex, toHex } from "../shared/hex.ts";
 import { verifyIdentityProof } from "../shared/identity-proof.ts";
 import {
+  checkBackupSignature,
   headerAad,
   hpkeOpen,
   hpkeSeal,
@@ -168,7 +169,7 @@ describe("keystore, identity proof and backups (real process)", () => {
   describe("backups", () => {
     let envelope: Uint8Array;
 
-    it("exports a v2 envelope: plaintext header naming the recovery key, HPKE recovery copy, sealing-key copy", async () => {
+    it("exports a v3 envelope: plaintext header naming the recovery key, HPKE recovery copy, sealing-key copy, signed by the enclave's backup signer", async () => {
       const exported = await privileged(client, fixture, "export_backup", {
         batch_id: "batch-ks",
         key_refs: keys.map((key) => key.key_ref),
@@ -182,7 +183,7 @@ describe("keystore, identity proof and backups (real process)", () => {
         header: Record<string, unknown>;
         recovery: unknown;
       };
-      expect(decoded.v).toBe(2);
+      expect(decoded.v).toBe(3);
       expect(decoded.header).toMatchObject({
         batch_id: "batch-ks",
         env_id: "keystore-env",
@@ -193,6 +194,18 @@ describe("keystore, identity proof and backups (real process)", () => {
       // The offline recovery key opens its copy, bound to the header, and gets the batch's keys.
       const parsed = parseBackupEnvelope(envelope);
       if (!parsed.ok) throw new Error(parsed.error);
+      // Signed by the key the enclave names as its backup signer, and by no other.
+      const { backup_signer: signer } = expectOk(await client.request("get_sealed_identity", {}));
+      expect(
+        checkBackupSignature(parsed.value, { expected: fromHex(signer as string), acceptUnsigned: false }),
+      ).toEqual({
+        ok: true,
+        value: false,
+      });
+      expect(
+        checkBackupSignature(parsed.value, { expected: new Uint8Array(32).fill(7), acceptUnsigned: false })
+          .ok,
+      ).toBe(false);
       const plaintext = await hpkeOpen(
         fixture.recoveryEncKey,
         RECOVERY_HPKE_INFO,
@@ -270,14 +283,20 @@ describe("keystore, identity proof and backups (real process)", () => {
       });
 
       it("reports its sealed identity: the same public keys as the old enclave, its own instance id, nothing secret", async () => {
-        const { instance_id: freshInstance, ...freshIdentity } = expectOk(
-          await freshClient.request("get_sealed_identity", {}),
-        );
-        const { instance_id: oldInstance, ...oldIdentity } = expectOk(
-          await client.request("get_sealed_identity", {}),
-        );
+        const {
+          instance_id: freshInstance,
+          backup_signer: freshSigner,
+          ...freshIdentity
+        } = expectOk(await freshClient.request("get_sealed_identity", {}));
+        const {
+          instance_id: oldInstance,
+          backup_signer: oldSigner,
+          ...oldIdentity
+        } = expectOk(await client.request("get_sealed_identity", {}));
         expect(freshIdentity).toEqual(oldIdentity);
         expect(freshInstance).not.toBe(oldInstance);
+        // Derived from its own sealing key: the new enclave's backups are not the lost one's.
+        expect(freshSigner).not.toBe(oldSigner);
       });
 
       it("imports the batch under its original key_refs and namespace; a restored key proves itself; a repeat imports nothing", async () => {

@@ -39,6 +39,7 @@ async function main(): Promise<number> {
           recovery_authority: config.recovery_authority,
           recovery_encryption_key: config.recovery_encryption_key,
           payee_address: config.payee_address,
+          backup_signer: config.backup_signer,
         })}\n`,
       );
       return 0;

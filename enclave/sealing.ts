@@ -19,6 +19,7 @@ export const SEAL_LABEL = {
   state: "svc-hsm/state/v1",
   stateJournal: "svc-hsm/state-journal/v1",
   backup: "svc-hsm/backup/v1",
+  backupSigner: "svc-hsm/backup-signer/v1",
 } as const;
 export type SealLabel = (typeof SEAL_LABEL)[keyof typeof SEAL_LABEL];
 
@@ -61,6 +62,18 @@ export function unseal(key: Uint8Array, label: SealLabel, blob: Uint8Array, aad?
  */
 export function deriveBackupKey(sealingKey: Uint8Array, envId: string): Uint8Array {
   return new Uint8Array(hkdfSync("sha256", sealingKey, SEAL_LABEL.backup, `env:${envId}`, SEALING_KEY_BYTES));
+}
+
+/**
+ * The seed of the backup signer (Ed25519) that signs every backup envelope: HKDF-SHA256 of the
+ * sealing key, bound to the environment. Derived rather than drawn and sealed, so an enclave
+ * initialised before backups were signed has one from its first start, with no sealed-state
+ * upgrade, and it is exactly as secret (and as lasting) as the sealing key itself.
+ */
+export function deriveBackupSignerSeed(sealingKey: Uint8Array, envId: string): Uint8Array {
+  return new Uint8Array(
+    hkdfSync("sha256", sealingKey, SEAL_LABEL.backupSigner, `env:${envId}`, SEALING_KEY_BYTES),
+  );
 }
 
 /** A fresh sealing key. */

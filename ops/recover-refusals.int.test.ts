@@ -20,6 +20,8 @@ describe("recover: refusals (real enclave)", () => {
   let dir: string;
   const file = (name: string) => path.join(dir, name);
   let keys: Array<{ keyRef: string }>;
+  /** The enclave's backup signer: its own backups are what these recoveries restore. */
+  let backupSigner: string;
 
   beforeAll(async () => {
     enclave = await startEnclaveProcess({ envId: "recover-refusals" });
@@ -42,6 +44,9 @@ describe("recover: refusals (real enclave)", () => {
     );
     if (!made.ok || !other.ok) throw new Error("generate_keys failed");
     keys = [made.value.keys[0]!, other.value.keys[0]!];
+    const identity = await signer.getSealedIdentity();
+    if (!identity.ok) throw new Error("get_sealed_identity failed");
+    backupSigner = identity.value.backupSigner;
   });
   afterAll(async () => {
     await signer?.close();
@@ -60,6 +65,8 @@ describe("recover: refusals (real enclave)", () => {
       file("recovery.key"),
       "--recovery-enc-key",
       file("recovery-enc.key"),
+      "--backup-signer",
+      backupSigner,
     );
 
   it("exits 1 when a batch of the folder was refused, though another was restored", async () => {
@@ -182,6 +189,8 @@ describe("recover: refusals (real enclave)", () => {
         authorize,
       );
       if (!made.ok) throw new Error("generate_keys failed");
+      const goneIdentity = await goneSigner.getSealedIdentity();
+      if (!goneIdentity.ok) throw new Error("get_sealed_identity failed");
       const backups = path.join(dir, "backups-gone");
       const backedUp = await backupKey({
         signer: goneSigner,
@@ -202,6 +211,8 @@ describe("recover: refusals (real enclave)", () => {
         file("gone-recovery.key"),
         "--recovery-enc-key",
         file("gone-recovery-enc.key"),
+        "--backup-signer",
+        goneIdentity.value.backupSigner,
         "--socket",
         gone.socketPath,
       ]);

@@ -80,6 +80,10 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     );
     expect(settlerBackup.stdout).toContain(`key ${settlerKeyRef} (settler, batch settler-`);
     expect(settlerBackup.code).toBe(0);
+    // Kept with the offline keys (the init record has it too): a recovery takes only envelopes
+    // this key signed.
+    const printed = await recover("backup-signer");
+    const { backup_signer: backupSigner } = JSON.parse(printed.stdout) as { backup_signer: string };
 
     // The disaster: the enclave process and its whole data folder (sealing key, keystore, state).
     await stack.enclave.stop();
@@ -131,6 +135,8 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
       enclave.envId,
       "--out",
       packageFile,
+      "--backup-signer",
+      backupSigner,
     ]);
     expect(made.stdout).toContain(
       `batch ${other.batchId} (1 keys, agent-transfer) sealed to the transport key`,
@@ -156,6 +162,8 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
       path.join(keyDir, "recovery.key"),
       "--recovery-enc-key",
       path.join(keyDir, "recovery-enc.key"),
+      "--backup-signer",
+      backupSigner,
     );
     expect(restored.stderr).toBe("");
     expect(restored.stdout).toContain(`batch ${agent.batchId} (agent-transfer): 1 keys held, 1 imported`);
@@ -172,6 +180,8 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
       path.join(keyDir, "recovery.key"),
       "--recovery-enc-key",
       path.join(keyDir, "recovery-enc.key"),
+      "--backup-signer",
+      backupSigner,
     );
     expect(repeated.stdout).toContain(`batch ${agent.batchId} (agent-transfer): 1 keys held, 0 imported`);
     const held = await stack.signer.publicIdentity({ keyRef: agent.keyRef });

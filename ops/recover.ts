@@ -4,10 +4,18 @@
  *   npm run recover -- transport-key [--socket PATH]
  *       prints a fresh transport key of the enclave (for an air-gapped re-encryption with
  *       ops/recovery-reencrypt.ts); it lives in the enclave's memory for an hour
- *   npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE [--socket PATH]
+ *   npm run recover -- backup-signer [--socket PATH]
+ *       prints the public key of the enclave's backup signer (also in its init record): keep it
+ *       with the recovery keys, a recovery names it with --backup-signer
+ *   npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE
+ *                      (--backup-signer HEX [--accept-unsigned-backups] | --accept-unsigned-backups) [--socket PATH]
  *       loads the recovery encryption key into the enclave (sealed to one of its transport keys)
  *       and restores every DIR/*.backup as it is on disk: the enclave opens each recovery copy,
- *       no wallet key is decrypted in this process
+ *       no wallet key is decrypted in this process. Only envelopes signed by the lost enclave's
+ *       backup signer (--backup-signer) are restored: the folder lives on the origin host, and
+ *       anyone holding the public recovery key can make an envelope of keys they know. Unsigned
+ *       (v2) envelopes, made before backups were signed, only with --accept-unsigned-backups,
+ *       with a warning each
  *   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
  *       restores packages made offline by ops/recovery-reencrypt.ts
  *   npm run recover -- backup-key (--treasury | --settler | --payee | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
@@ -26,6 +34,7 @@ import { parseArgs } from "node:util";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import type { SignerClient } from "../origin/signer/types.ts";
 import { keyRefSchema } from "../shared/enclave-ops.ts";
+import { fromHex, normaliseHex } from "../shared/hex.ts";
 import {
   type CliContext,
   type CliOutcome,
@@ -43,7 +52,8 @@ import { backupFilesIn, backupKey, type FileRecovery, recoverBatches } from "./l
 
 const USAGE = `usage:
   npm run recover -- transport-key [--socket PATH]
-  npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE [--socket PATH]
+  npm run recover -- backup-signer [--socket PATH]
+  npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE (--backup-signer HEX | --accept-unsigned-backups) [--socket PATH]
   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
   npm run recover -- backup-key (--treasury | --settler | --payee | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
 `;
@@ -58,6 +68,8 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       package: { type: "string", multiple: true },
       "recovery-key": { type: "string" },
       "recovery-enc-key": { type: "string" },
+      "backup-signer": { type: "string" },
+      "accept-unsigned-backups": { type: "boolean" },
       socket: { type: "string" },
       treasury: { type: "boolean" },
       settler: { type: "boolean" },
@@ -71,6 +83,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const socketPath = enclaveSocketPath(values.socket, env.AGENT_SIGNER_SVC_HSM_ENDPOINT);
   const packages = values.package ?? [];
   const transportOnly = positionals.length === 1 && positionals[0] === "transport-key";
+  const signerOnly = positionals.length === 1 && positionals[0] === "backup-signer";
   const backupOnly =
     positionals.length === 1 &&
     positionals[0] === "backup-key" &&
@@ -79,7 +92,12 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     values["backup-dir"];
   const fromDir = positionals.length === 0 && values["backup-dir"] && values["recovery-enc-key"];
   const fromPackages = positionals.length === 0 && !values["backup-dir"] && packages.length > 0;
-  if (!transportOnly && !backupOnly && !((fromDir || fromPackages) && values["recovery-key"])) {
+  if (
+    !transportOnly &&
+    !signerOnly &&
+    !backupOnly &&
+    !((fromDir || fromPackages) && values["recovery-key"])
+  ) {
     throw new UsageError("give one of the forms below");
   }
   if (values["key-ref"] !== undefined && !keyRefSchema.safeParse(values["key-ref"]).success) {
@@ -89,17 +107,36 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   // otherwise restore the folder alone and report it done.
   const [form, takes] = transportOnly
     ? ["transport-key", ["socket"]]
-    : backupOnly
-      ? ["backup-key", ["treasury", "settler", "payee", "key-ref", "admin-key", "backup-dir", "socket"]]
-      : fromDir
-        ? ["--backup-dir", ["backup-dir", "recovery-key", "recovery-enc-key", "socket"]]
-        : ["--package", ["package", "recovery-key", "socket"]];
+    : signerOnly
+      ? ["backup-signer", ["socket"]]
+      : backupOnly
+        ? ["backup-key", ["treasury", "settler", "payee", "key-ref", "admin-key", "backup-dir", "socket"]]
+        : fromDir
+          ? [
+              "--backup-dir",
+              [
+                "backup-dir",
+                "recovery-key",
+                "recovery-enc-key",
+                "backup-signer",
+                "accept-unsigned-backups",
+                "socket",
+              ],
+            ]
+          : ["--package", ["package", "recovery-key", "socket"]];
   const extra = Object.keys(values).filter((name) => !takes.includes(name));
   if (extra.length > 0) {
     throw new UsageError(`${form} takes no ${extra.map((name) => `--${name}`).join(", ")}`);
   }
+  if (fromDir && !values["backup-signer"] && !values["accept-unsigned-backups"]) {
+    throw new UsageError(
+      "--backup-dir needs --backup-signer HEX (the lost enclave's, from its init record or `recover -- backup-signer`), or --accept-unsigned-backups",
+    );
+  }
+  const backupSigner =
+    values["backup-signer"] === undefined ? null : parseBackupSigner(values["backup-signer"]);
   // Read before the enclave is asked anything: a key file that cannot be read is a usage error.
-  const restoring = !transportOnly && !backupOnly;
+  const restoring = !transportOnly && !signerOnly && !backupOnly;
   const recoveryAuthority = restoring
     ? await readArgumentFile(
         "--recovery-key",
@@ -146,12 +183,32 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       );
       return DONE;
     }
+    if (signerOnly) {
+      const identity = await signer.getSealedIdentity();
+      if (!identity.ok) {
+        if (enclaveUnreachable(identity.error))
+          return errored(signerFailureText("get_sealed_identity", identity.error));
+        process.stdout.write(
+          `recover: failed: ${signerFailureText("get_sealed_identity", identity.error)}\n`,
+        );
+        return refused();
+      }
+      process.stdout.write(
+        `${JSON.stringify({ backup_signer: identity.value.backupSigner, env_id: identity.value.envId })}\n`,
+      );
+      return DONE;
+    }
     if (backupOnly) return await backupOne(signer, { ...values, adminAuthority: adminAuthority! });
     const results = await recoverBatches({
       signer,
       recoveryAuthority: recoveryAuthority!,
       source: fromDir
-        ? { kind: "backup-dir", dir: values["backup-dir"]!, recoveryEncryptionKey: recoveryEncryptionKey! }
+        ? {
+            kind: "backup-dir",
+            dir: values["backup-dir"]!,
+            recoveryEncryptionKey: recoveryEncryptionKey!,
+            signers: { expected: backupSigner, acceptUnsigned: values["accept-unsigned-backups"] === true },
+          }
         : { kind: "packages", files: packages },
       onFile: printRecovery,
     });
@@ -170,6 +227,11 @@ function printRecovery({ file, result }: FileRecovery): void {
     return;
   }
   const batch = result.value;
+  if (batch.unsigned) {
+    process.stdout.write(
+      `recover: ${file}: warning: unsigned envelope (v2) restored without a signer check (--accept-unsigned-backups)\n`,
+    );
+  }
   process.stdout.write(
     `recover: ${file}: batch ${batch.batchId} (${batch.namespace}): ${batch.keys} keys held, ${batch.imported} imported\n`,
   );
@@ -180,6 +242,17 @@ function printRecovery({ file, result }: FileRecovery): void {
     for (const key of batch.held) {
       process.stdout.write(`recover:   ${batch.namespace} key_ref ${key.keyRef} address ${key.address}\n`);
     }
+  }
+}
+
+/** A backup signer's public key: 32 bytes of hex, with or without 0x. */
+function parseBackupSigner(value: string): Uint8Array {
+  try {
+    return fromHex(normaliseHex(value, 32));
+  } catch {
+    throw new UsageError(
+      "--backup-signer must be the 32-byte Ed25519 public key in hex (backup_signer of the init record)",
+    );
   }
 }
 

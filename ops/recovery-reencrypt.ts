@@ -3,7 +3,12 @@
  * keeps the recovery encryption key on a machine that never reaches the enclave:
  *
  *   npm run recovery-reencrypt -- --envelope BATCH.backup --recovery-enc-key FILE \
- *     --transport-key HEX --env-id ID --out BATCH.package
+ *     --transport-key HEX --env-id ID --out BATCH.package \
+ *     (--backup-signer HEX | --accept-unsigned-backups)
+ *
+ * As `recover --backup-dir`, it takes only an envelope signed by the lost enclave's backup signer
+ * (anyone holding the public recovery key can make one of keys they know), or an unsigned (v2)
+ * one made before backups were signed when told to, with a warning.
  *
  * It opens the envelope's recovery copy and seals the same keys to the transport key the new
  * enclave offered (`npm run recover -- transport-key`), writing a restore package (0600) that only
@@ -16,6 +21,7 @@ import { parseArgs } from "node:util";
 import { CHAIN_ID } from "../shared/constants.ts";
 import { fromHex } from "../shared/hex.ts";
 import { ENV_ID_PATTERN } from "../shared/identity-proof.ts";
+import { checkBackupSignature, parseBackupEnvelope } from "../shared/recovery-envelope.ts";
 import {
   type CliOutcome,
   DONE,
@@ -29,7 +35,7 @@ import { readRecoveryKeyFile } from "./lib/key-files.ts";
 import { reencryptForTransport } from "./lib/reencrypt-envelope.ts";
 
 const USAGE =
-  "usage: npm run recovery-reencrypt -- --envelope FILE --recovery-enc-key FILE --transport-key HEX --env-id ID --out FILE\n";
+  "usage: npm run recovery-reencrypt -- --envelope FILE --recovery-enc-key FILE --transport-key HEX --env-id ID --out FILE (--backup-signer HEX | --accept-unsigned-backups)\n";
 
 async function run(argv: string[]): Promise<CliOutcome> {
   const { values } = parseArgs({
@@ -41,6 +47,8 @@ async function run(argv: string[]): Promise<CliOutcome> {
       "transport-key": { type: "string" },
       "env-id": { type: "string" },
       out: { type: "string" },
+      "backup-signer": { type: "string" },
+      "accept-unsigned-backups": { type: "boolean" },
     },
   });
   const transportHex = values["transport-key"] ?? "";
@@ -54,8 +62,33 @@ async function run(argv: string[]): Promise<CliOutcome> {
   ) {
     throw new UsageError("every flag is required: a 32-byte hex --transport-key, a valid --env-id");
   }
+  const signerHex = values["backup-signer"];
+  if (
+    signerHex === undefined ? !values["accept-unsigned-backups"] : !/^(0x)?[0-9a-fA-F]{64}$/.test(signerHex)
+  ) {
+    throw new UsageError(
+      "give --backup-signer HEX (32 bytes: the lost enclave's, from its init record), or --accept-unsigned-backups",
+    );
+  }
+  const envelope = await readArgumentBytes("--envelope", values.envelope);
+  const parsed = parseBackupEnvelope(envelope);
+  if (parsed.ok) {
+    const signed = checkBackupSignature(parsed.value, {
+      expected: signerHex === undefined ? null : fromHex(signerHex),
+      acceptUnsigned: values["accept-unsigned-backups"] === true,
+    });
+    if (!signed.ok) {
+      process.stdout.write(`recovery-reencrypt: refused: ${values.envelope}: ${signed.error}\n`);
+      return refused();
+    }
+    if (signed.value) {
+      process.stdout.write(
+        `recovery-reencrypt: warning: ${values.envelope} is an unsigned envelope (v2), taken without a signer check (--accept-unsigned-backups)\n`,
+      );
+    }
+  }
   const result = await reencryptForTransport({
-    envelope: await readArgumentBytes("--envelope", values.envelope),
+    envelope,
     recoveryPrivateKey: await readArgumentFile(
       "--recovery-enc-key",
       values["recovery-enc-key"],

@@ -22,6 +22,7 @@ import {
 } from "../shared/recovery-envelope.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
 import { createEnclaveFixture, type EnclaveFixture } from "../testing/enclave-process.ts";
+import { unsignedCopy } from "../testing/forged-backup-envelope.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { createRestoreDriller } from "./lib/restore-driller.ts";
 
@@ -130,19 +131,23 @@ describe("recovery keeps every secret out of logs, errors and rows", () => {
     const envelope = decodeCbor(await readFile(backup)) as { recovery: { enc: Uint8Array; ct: Uint8Array } };
     const ct = new Uint8Array(envelope.recovery.ct);
     ct[ct.length - 1]! ^= 0x01;
-    const bytes = encodeCbor({ ...envelope, recovery: { ...envelope.recovery, ct } });
+    // Unsigned (v2, as before envelopes were signed) and let through below, so that the enclave
+    // itself refuses the recovery copy: the signature would refuse it before any enclave is asked.
+    const bytes = unsignedCopy(encodeCbor({ ...envelope, recovery: { ...envelope.recovery, ct } }));
     await writeFile(backup, bytes);
     await testDb.handle.db.execute(
       sql`update key_batches set backup_sha256 = ${sha256(bytes)} where batch_id = ${second!}`,
     );
     const corrupted = await cli(
       "ops/restore-drill.ts",
-      ["--batch", second!, ...keyArgs("recovery-enc.key")],
+      ["--batch", second!, ...keyArgs("recovery-enc.key"), "--accept-unsigned-backups"],
       env,
     );
     expect(corrupted.stdout).toContain("failed:");
 
     // A recovery into a new enclave (the live one's data folder gone), logging at debug.
+    const printed = await cli("ops/recover.ts", ["backup-signer", "--socket", live.socketPath]);
+    const { backup_signer: backupSigner } = JSON.parse(printed.stdout) as { backup_signer: string };
     await live.stop();
     await rm(live.dataDir, { recursive: true, force: true });
     const fresh = await createEnclaveFixture({ envId: "secrets-env", keys: live, logLevel: "debug" });
@@ -151,6 +156,9 @@ describe("recovery keeps every secret out of logs, errors and rows", () => {
         "--backup-dir",
         path.join(dir, "backups"),
         ...keyArgs("recovery-enc.key"),
+        "--backup-signer",
+        backupSigner,
+        "--accept-unsigned-backups",
         "--socket",
         fresh.socketPath,
       ]);

@@ -25,6 +25,7 @@ import {
   type EnclaveProcess,
   startEnclaveProcess,
 } from "../testing/enclave-process.ts";
+import { forgeEnvelope, unsignedCopy } from "../testing/forged-backup-envelope.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { createRestoreDriller } from "./lib/restore-driller.ts";
 import { startThrowawayEnclave } from "./lib/throwaway-enclave.ts";
@@ -279,8 +280,16 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     const ct = new Uint8Array(envelope.recovery.ct);
     ct[ct.length - 1]! ^= 0x01;
     await replaceBackup(batchIds[3]!, encodeCbor({ ...envelope, recovery: { ...envelope.recovery, ct } }));
-    // Only the throwaway enclave opens the recovery copy, so the refusal is its own.
-    const openRefused = await drill(...withKeys(batchIds[3]!));
+    // The backup signature covers the recovery copy: refused before any enclave starts.
+    const signatureRefused = await drill(...withKeys(batchIds[3]!));
+    expect(signatureRefused).toMatchObject({
+      code: 1,
+      stdout: `restore-drill: batch ${batchIds[3]}: failed: backup file ${await backupOf(batchIds[3]!)}: the backup signature does not verify: the envelope was altered or forged\n`,
+    });
+    // Unsigned (as before envelopes were signed) and let through: only the throwaway enclave opens
+    // the recovery copy, so the refusal is its own.
+    await replaceBackup(batchIds[3]!, unsignedCopy(await readFile(await backupOf(batchIds[3]!))));
+    const openRefused = await drill(...withKeys(batchIds[3]!), "--accept-unsigned-backups");
     expect(openRefused).toMatchObject({
       code: 1,
       stdout: `restore-drill: batch ${batchIds[3]}: failed: restore_backup: seal_failed: the recovery copy does not open: the envelope is corrupted or its header was altered\n`,
@@ -490,6 +499,67 @@ describe("npm run restore-drill (into a throwaway enclave, from the recovery key
     // (its sealing key sat beside the restored key sets: together, the wallets' private keys).
     for (let waited = 0; waited < 100 && (await throwaways()).length > 0; waited++) await sleep(100);
     expect(await throwaways(), "the throwaway enclave's data folder after the drill was killed").toEqual([]);
+    await expectNothingLeft();
+  });
+
+  it("refuses an envelope made from public values alone, though the pool's rows were changed to match it, and drills an unsigned one only when told to", async () => {
+    // The backup folder and the database are both on the origin host. Without the signature
+    // check, a planted envelope whose key the attacker knows, with the pool's row changed to its
+    // public key and address, was drilled and its evidence recorded: the funding gate opened.
+    const signer = createSignerClient({
+      endpoint: `unix://${enclave.socketPath}`,
+      liveIdentityEnabled: true,
+    });
+    const deps = {
+      db: testDb.handle.db,
+      signer,
+      authorize: createCapabilityMinter({
+        authority: enclave.adminSecret,
+        envId: enclave.envId,
+        client: signer,
+      }),
+      backupDir: file("backups"),
+      logger: pino({ level: "silent" }),
+    };
+    const planted = batchIdOf(await makeBatch(deps, 1));
+    const old = batchIdOf(await makeBatch(deps, 1));
+    await signer.close();
+    const before = (await evidence()).length;
+
+    const [target] = await queryRows<{ key_ref: string }>(
+      testDb.handle.db,
+      sql`select key_ref from key_pool where batch_id = ${planted}`,
+    );
+    const forged = await forgeEnvelope({
+      envId: enclave.envId,
+      recoveryPublicKey: x25519PublicKey(enclave.recoveryEncKey),
+      keyRef: target!.key_ref,
+      batchId: planted,
+    });
+    await replaceBackup(planted, forged.envelope);
+    await testDb.handle.db.execute(
+      sql`update key_pool set public_key = ${forged.publicKey}, address = ${forged.address.toLowerCase()}
+          where key_ref = ${target!.key_ref}`,
+    );
+    const plantedRun = await drill(...withKeys(planted));
+    expect(plantedRun).toMatchObject({
+      code: 1,
+      stdout: `restore-drill: batch ${planted}: failed: backup file ${await backupOf(planted)}: unsigned envelope (v2, made before backups were signed): anyone holding the public recovery key can make one; restore it only with --accept-unsigned-backups\n`,
+    });
+    expect(await evidence()).toHaveLength(before);
+
+    // A genuine backup of before the upgrade (v2): refused unless the operator accepts it.
+    await replaceBackup(old, unsignedCopy(await readFile(await backupOf(old))));
+    const refusedRun = await drill(...withKeys(old));
+    expect(refusedRun.stdout).toMatch(/failed: backup file .*: unsigned envelope \(v2/);
+    expect(refusedRun.code).toBe(1);
+    const accepted = await drill(...withKeys(old), "--accept-unsigned-backups");
+    expect(accepted.stdout).toContain(
+      `restore-drill: batch ${old}: warning: ${await backupOf(old)} is an unsigned envelope (v2), drilled without a signer check (--accept-unsigned-backups)\n`,
+    );
+    expect(accepted.stdout).toMatch(new RegExp(`restore-drill: batch ${old}: 1 keys restored`));
+    expect(accepted.code).toBe(0);
+    expect(await evidence()).toHaveLength(before + 1);
     await expectNothingLeft();
   });
 

@@ -19,6 +19,7 @@ import { openDatabase } from "../origin/db/open.ts";
 import { readAuthoritySecret } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
 import { socketPathOfEndpoint } from "../origin/signer/endpoint.ts";
+import { fromHex, normaliseHex } from "../shared/hex.ts";
 import { isUuid } from "../shared/uuid.ts";
 import {
   type CliContext,
@@ -37,10 +38,12 @@ import { checkSocketFlag, DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts
 import { createRestoreDriller, pendingDrillBatches } from "./lib/restore-driller.ts";
 
 const USAGE =
-  "usage: npm run restore-drill -- (--batch BATCH_ID [--batch BATCH_ID …] | --pending) --recovery-key FILE --recovery-enc-key FILE [--socket PATH]\n" +
+  "usage: npm run restore-drill -- (--batch BATCH_ID [--batch BATCH_ID …] | --pending) --recovery-key FILE --recovery-enc-key FILE [--backup-signer HEX] [--accept-unsigned-backups] [--socket PATH]\n" +
   "  --pending           every backed-up batch that has no restore evidence yet (the funding gate holds its wallets)\n" +
   "  --recovery-key      the recovery authority key (Ed25519, ops/enclave-authority.ts)\n" +
   "  --recovery-enc-key  the recovery encryption key (X25519, ops/recovery-key.ts)\n" +
+  "  --backup-signer     the key every backup must be signed by (default: the live enclave's; another for backups a lost enclave made)\n" +
+  "  --accept-unsigned-backups  drill unsigned (v2) backups made before backups were signed, with a warning each\n" +
   `  --socket            the live enclave's socket (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else ${DEFAULT_POLICY_SOCKET})\n`;
 
 async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<CliOutcome> {
@@ -51,6 +54,8 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
       "recovery-key": { type: "string" },
       "recovery-enc-key": { type: "string" },
       pending: { type: "boolean" },
+      "backup-signer": { type: "string" },
+      "accept-unsigned-backups": { type: "boolean" },
       socket: { type: "string" },
     },
     strict: true,
@@ -65,6 +70,8 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
     throw new UsageError("give --batch ID (a UUID, repeatable) or --pending, not both, and both keys");
   }
   checkSocketFlag(values.socket);
+  const namedSigner =
+    values["backup-signer"] === undefined ? null : parseBackupSigner(values["backup-signer"]);
   const config = nodeConfig(env);
   // As the other operator tools (enclave-policy, recover): the local stack's socket by default.
   const endpoint = values.socket
@@ -99,6 +106,10 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
     identity: identity.value,
     recoveryAuthority,
     recoveryEncryptionKey,
+    signers: {
+      expected: namedSigner ?? fromHex(identity.value.backupSigner),
+      acceptUnsigned: values["accept-unsigned-backups"] === true,
+    },
   });
   // Ctrl-C or a kill still stops the throwaway enclave and deletes its folder.
   onInterrupt(() => driller.close());
@@ -121,6 +132,11 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
         continue;
       }
       const drilled = result.value;
+      if (drilled.unsignedFile) {
+        process.stdout.write(
+          `restore-drill: batch ${drilled.batchId}: warning: ${drilled.unsignedFile} is an unsigned envelope (v2), drilled without a signer check (--accept-unsigned-backups)\n`,
+        );
+      }
       process.stdout.write(
         `restore-drill: batch ${drilled.batchId}: ${drilled.keys} keys restored into a throwaway enclave and matched; ` +
           `key ${drilled.provenKeyRef} signed and verified; evidence recorded\n`,
@@ -131,6 +147,17 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
     await database.close();
   }
   return failed === 0 ? DONE : refused();
+}
+
+/** A backup signer's public key: 32 bytes of hex, with or without 0x. */
+function parseBackupSigner(value: string): Uint8Array {
+  try {
+    return fromHex(normaliseHex(value, 32));
+  } catch {
+    throw new UsageError(
+      "--backup-signer must be a 32-byte Ed25519 public key in hex (backup_signer of the init record)",
+    );
+  }
 }
 
 runCli({ name: "restore-drill", usage: USAGE, run });

@@ -140,6 +140,8 @@ export const getSealedIdentityResult = z.object({
   policy_authority: hex32Schema,
   recovery_authority: hex32Schema,
   recovery_encryption_key: hex32Schema,
+  /** Ed25519 public key that signs every backup envelope this enclave exports (a recovery checks it). */
+  backup_signer: hex32Schema,
 });
 
 /** The longest faucet cooldown the enclave seals: a year, as the origin's configuration allows. */

@@ -3,11 +3,16 @@
  * both the enclave and the operator's offline scripts read, and the HPKE (RFC 9180) that carries key material
  * between them.
  *
- * - Backup envelope v2 (made by export_backup): a plaintext header (batch, env, chain, namespace,
+ * - Backup envelope v3 (made by export_backup): a plaintext header (batch, env, chain, namespace,
  *   key refs, public keys, addresses, the recovery encryption key's fingerprint), the batch's
  *   private keys sealed with HPKE to the offline recovery encryption key (X25519), and a second
  *   copy under the enclave's sealing key that only that enclave can open (for verify_backup).
- *   The canonical CBOR of the header is the associated data of both copies.
+ *   The canonical CBOR of the header is the associated data of both copies. HPKE base mode does
+ *   not authenticate the sender: anyone holding the public recovery key can seal keys of their
+ *   choosing under any header. So v3 adds the enclave's backup signer (Ed25519, derived from its
+ *   sealing key) and its signature over everything else in the envelope; a recovery imports only
+ *   envelopes signed by the key the operator names (verifyBackupSignature). v2 is the same without
+ *   the signature, made before it existed, and restored only when the operator accepts that.
  * - Restore package (made offline by the operator's re-encryption step): the same header and the
  *   private keys sealed with HPKE to the transport key a (new) enclave offered; the associated
  *   data binds the header and that transport key, so a package opens only in the enclave that
@@ -22,17 +27,20 @@
  * label per use. Runtime-neutral (WebCrypto via @hpke/core): no `node:` imports.
  */
 import { Aes256Gcm, CipherSuite, DhkemX25519HkdfSha256, HkdfSha256 } from "@hpke/core";
-import { x25519 } from "@noble/curves/ed25519";
+import { ed25519, x25519 } from "@noble/curves/ed25519";
 import { sha256 } from "@noble/hashes/sha2";
 import * as z from "zod";
 import { encodeCanonicalCbor } from "./canonical-cbor.ts";
 import { decodeCbor } from "./cbor-frame.ts";
 import { bytesSchema, KEY_NAMESPACES } from "./enclave-ops.ts";
-import { type Hex, toHex } from "./hex.ts";
+import { equalBytes, type Hex, toHex } from "./hex.ts";
 import { KEY_REF_PATTERN } from "./identity-proof.ts";
 import { err, ok, type Result } from "./result.ts";
 
-export const BACKUP_ENVELOPE_KIND = "svc-hsm/backup/v2";
+export const BACKUP_ENVELOPE_KIND = "svc-hsm/backup/v2" as const;
+/** The kind of a signed (v3) envelope; the signature's preimage names it too. */
+export const SIGNED_BACKUP_ENVELOPE_KIND = "svc-hsm/backup/v3" as const;
+const BACKUP_SIGNATURE_LABEL = "svc-hsm/backup-signature/v1";
 export const RESTORE_PACKAGE_KIND = "svc-hsm/restore-package/v1";
 /** HPKE `info` of the recovery copy in a backup envelope. */
 export const RECOVERY_HPKE_INFO = "svc-hsm/backup-recovery/v1";
@@ -71,7 +79,7 @@ export type BackupHeader = z.infer<typeof backupHeaderSchema>;
 export const hpkeBoxSchema = z.object({ enc: bytes(X25519_KEY_BYTES), ct: bytesSchema });
 export type HpkeBox = z.infer<typeof hpkeBoxSchema>;
 
-export const backupEnvelopeSchema = z.object({
+const unsignedEnvelopeSchema = z.object({
   v: z.literal(2),
   kind: z.literal(BACKUP_ENVELOPE_KIND),
   header: backupHeaderSchema,
@@ -79,7 +87,77 @@ export const backupEnvelopeSchema = z.object({
   /** The same secrets under the enclave's sealing key (AES-256-GCM), for verify_backup only. */
   sealed: bytesSchema,
 });
+
+const signedEnvelopeSchema = unsignedEnvelopeSchema.extend({
+  v: z.literal(3),
+  kind: z.literal(SIGNED_BACKUP_ENVELOPE_KIND),
+  /** Ed25519 public key of the enclave's backup signer. */
+  signer: bytes(32),
+  /** Ed25519 signature by `signer` over backupSignaturePreimage of the rest of the envelope. */
+  signature: bytes(64),
+});
+
+export const backupEnvelopeSchema = z.discriminatedUnion("v", [unsignedEnvelopeSchema, signedEnvelopeSchema]);
 export type BackupEnvelope = z.infer<typeof backupEnvelopeSchema>;
+export type SignedBackupEnvelope = z.infer<typeof signedEnvelopeSchema>;
+
+/** What the backup signer signs: every field of a v3 envelope but the signature, labelled. */
+export function backupSignaturePreimage(envelope: Omit<SignedBackupEnvelope, "signature">): Uint8Array {
+  return encodeCanonicalCbor({
+    label: BACKUP_SIGNATURE_LABEL,
+    v: envelope.v,
+    kind: envelope.kind,
+    header: envelope.header,
+    recovery: envelope.recovery,
+    sealed: envelope.sealed,
+    signer: envelope.signer,
+  });
+}
+
+/** The Ed25519 public key of a backup signer's 32-byte seed. */
+export function backupSignerPublicKey(seed: Uint8Array): Uint8Array {
+  return ed25519.getPublicKey(seed);
+}
+
+/** Signs a v3 envelope's preimage with the backup signer's seed. */
+export function signBackupEnvelope(seed: Uint8Array, preimage: Uint8Array): Uint8Array {
+  return ed25519.sign(preimage, seed);
+}
+
+/** How a recovery treats an envelope's signer: the key it must be signed by, and whether v2 passes. */
+export type BackupSignerPolicy = { expected: Uint8Array | null; acceptUnsigned: boolean };
+
+/**
+ * Whether a parsed envelope may be restored under `policy`: a v3 envelope signed by the expected
+ * key, or a v2 (unsigned) one when the operator accepts those. `ok(true)` for an unsigned envelope
+ * let through (the caller warns), `ok(false)` for a verified one; the error says why not.
+ */
+export function checkBackupSignature(
+  envelope: BackupEnvelope,
+  policy: BackupSignerPolicy,
+): Result<boolean, string> {
+  if (envelope.v === 2) {
+    return policy.acceptUnsigned
+      ? ok(true)
+      : err(
+          "unsigned envelope (v2, made before backups were signed): anyone holding the public recovery key can make one; restore it only with --accept-unsigned-backups",
+        );
+  }
+  if (!policy.expected) return err("signed envelope, but no --backup-signer to check it against was given");
+  const { signature, ...rest } = envelope;
+  if (!equalBytes(envelope.signer, policy.expected)) {
+    return err(
+      `signed by backup signer ${toHex(envelope.signer)}, not by the expected ${toHex(policy.expected)}: not made by this node's enclave`,
+    );
+  }
+  let valid = false;
+  try {
+    valid = ed25519.verify(signature, backupSignaturePreimage(rest), policy.expected);
+  } catch {
+    valid = false;
+  }
+  return valid ? ok(false) : err("the backup signature does not verify: the envelope was altered or forged");
+}
 
 export const restorePackageSchema = z.object({
   v: z.literal(1),
@@ -219,7 +297,7 @@ export async function generateTransportKeyPair(): Promise<{
 /** A parse that failed says why, for the operator. */
 export type ParseResult<T> = Result<T, string>;
 
-/** Decodes and parses a backup envelope (v2); a v1 envelope is named as such. */
+/** Decodes and parses a backup envelope (v3 or v2); a v1 envelope is named as such. */
 export function parseBackupEnvelope(raw: Uint8Array): ParseResult<BackupEnvelope> {
   let decoded: unknown;
   try {

@@ -6,6 +6,7 @@
 import { KEY_NAMESPACES } from "../../shared/enclave-ops.ts";
 import { fromHex, toHex } from "../../shared/hex.ts";
 import {
+  backupSignerOf,
   buildBackupEnvelope,
   loadRecoveryKey as loadSealedRecoveryKey,
   openBackupEnvelope,
@@ -107,4 +108,5 @@ export const getSealedIdentity: OpHandler<"get_sealed_identity"> = (ctx) =>
     policy_authority: ctx.config.policy_authority,
     recovery_authority: ctx.config.recovery_authority,
     recovery_encryption_key: ctx.config.recovery_encryption_key,
+    backup_signer: backupSignerOf(ctx),
   });

@@ -20,7 +20,11 @@ import type {
 } from "../../origin/signer/types.ts";
 import { errorMessage } from "../../shared/error-message.ts";
 import { fromHex } from "../../shared/hex.ts";
-import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
+import {
+  type BackupSignerPolicy,
+  checkBackupSignature,
+  x25519PublicKey,
+} from "../../shared/recovery-envelope.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { enclaveUnreachable, signerFailureText } from "./enclave-unreachable.ts";
 import { checkEnvelopeHeader } from "./envelope-header.ts";
@@ -33,6 +37,8 @@ export type RestoredBatch = {
   imported: number;
   /** The restored keys' refs and addresses, as the enclave now holds them. */
   held: { keyRef: string; address: string }[];
+  /** True for an unsigned (v2) envelope restored because the operator accepted those: warn. */
+  unsigned: boolean;
 };
 
 /** One backup or package of a recovery: the batch it restored, or the reason it was refused. */
@@ -43,7 +49,13 @@ export type RecoverParams = {
   recoveryAuthority: Uint8Array | { keyPath: string };
   /** Restore packages made elsewhere (ops/recovery-reencrypt.ts), or envelopes the enclave opens. */
   source:
-    | { kind: "backup-dir"; dir: string; recoveryEncryptionKey: Uint8Array }
+    | {
+        kind: "backup-dir";
+        dir: string;
+        recoveryEncryptionKey: Uint8Array;
+        /** The backup signer every envelope must be signed by (the lost enclave's), or v2 let through. */
+        signers: BackupSignerPolicy;
+      }
     | { kind: "packages"; files: string[] };
   /** Told of each file as it is done (the tool prints it then: a recovery of many batches is long). */
   onFile?: (recovery: FileRecovery) => void;
@@ -76,10 +88,11 @@ export async function recoverBatches(params: RecoverParams): Promise<FileRecover
           recoveryEncryptionKey: source.recoveryEncryptionKey,
           recoveryPublicKey: fromHex(identity.value.recoveryEncryptionKey),
           expect: { envId, chainId },
+          signers: source.signers,
         })
       : async (bytes) => {
           const restored = await params.signer.restoreBackup({ package: bytes }, authorize);
-          return restored.ok ? restored : restoreFailure(restored.error);
+          return restored.ok ? ok({ ...restored.value, unsigned: false }) : restoreFailure(restored.error);
         };
 
   const results: FileRecovery[] = [];
@@ -105,6 +118,7 @@ export async function recoverBatches(params: RecoverParams): Promise<FileRecover
             keys: restored.value.keys.length,
             imported: restored.value.imported,
             held: restored.value.keys.map((key) => ({ keyRef: key.keyRef, address: key.address })),
+            unsigned: restored.value.unsigned,
           })
         : err(restored.error.message),
     };
@@ -126,15 +140,20 @@ export async function backupFilesIn(dir: string): Promise<string[]> {
  * What the enclave restored, or the reason the file was not (for the operator): `unreachable` when
  * the enclave never answered, rather than refused.
  */
-type RestoreOutcome = Result<RestoreBackupResult, { message: string; unreachable: boolean }>;
+type RestoreOutcome = Result<
+  RestoreBackupResult & { unsigned: boolean },
+  { message: string; unreachable: boolean }
+>;
 
 function restoreFailure(error: SignerFailure): RestoreOutcome {
   return err({ message: signerFailureText("restore_backup", error), unreachable: enclaveUnreachable(error) });
 }
 
 /**
- * restore_backup of envelopes as they are on disk. Each header is checked here first, so a wrong
- * envelope is refused by name before the enclave is asked to open anything; the recovery key is
+ * restore_backup of envelopes as they are on disk. Each header and signature is checked here
+ * first, so a wrong envelope is refused by name before the enclave is asked to open anything: the
+ * backup folder lives on the origin host, and an envelope anyone made with the public recovery key
+ * would otherwise put keys its maker knows into the new enclave. The recovery key is
  * loaded into the enclave before the first one and again whenever the enclave answers
  * not_configured (it holds the key an hour at most, and forgets it at a restart).
  */
@@ -144,6 +163,7 @@ function envelopeRestorer(params: {
   recoveryEncryptionKey: Uint8Array;
   recoveryPublicKey: Uint8Array;
   expect: { envId: string; chainId: number };
+  signers: BackupSignerPolicy;
 }): (envelope: Uint8Array) => Promise<RestoreOutcome> {
   let loaded = false;
   return async (envelope) => {
@@ -153,6 +173,8 @@ function envelopeRestorer(params: {
       expect: params.expect,
     });
     if (!checked.ok) return err({ message: checked.error.reason, unreachable: false });
+    const signed = checkBackupSignature(checked.value.envelope, params.signers);
+    if (!signed.ok) return err({ message: signed.error, unreachable: false });
     for (let attempt = 0; attempt < 2; attempt += 1) {
       if (!loaded) {
         const load = await loadRecoveryKeyInto(params);
@@ -160,7 +182,7 @@ function envelopeRestorer(params: {
         loaded = true;
       }
       const restored = await params.signer.restoreBackup({ envelope }, params.authorize);
-      if (restored.ok) return restored;
+      if (restored.ok) return ok({ ...restored.value, unsigned: signed.value });
       if (restored.error.code !== "not_configured") return restoreFailure(restored.error);
       loaded = false;
     }

@@ -25,7 +25,11 @@ import type { SealedIdentity } from "../../origin/signer/types.ts";
 import { errorMessage } from "../../shared/error-message.ts";
 import { fromHex, toHex } from "../../shared/hex.ts";
 import { verifyIdentityProof } from "../../shared/identity-proof.ts";
-import { x25519PublicKey } from "../../shared/recovery-envelope.ts";
+import {
+  type BackupSignerPolicy,
+  checkBackupSignature,
+  x25519PublicKey,
+} from "../../shared/recovery-envelope.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { signerFailureText } from "./enclave-unreachable.ts";
 import { checkEnvelopeHeader } from "./envelope-header.ts";
@@ -48,7 +52,16 @@ export async function pendingDrillBatches(db: Db): Promise<string[]> {
 }
 
 /** What the drill restored and proved, or why it failed (for the operator). */
-export type RestoreDrillResult = Result<{ batchId: string; keys: number; provenKeyRef: string }, string>;
+export type RestoreDrillResult = Result<
+  {
+    batchId: string;
+    keys: number;
+    provenKeyRef: string;
+    /** The backup file, when it was an unsigned (v2) envelope let through by the operator: warn. */
+    unsignedFile: string | null;
+  },
+  string
+>;
 
 export type RestoreDrillerOptions = {
   /** The live enclave's sealed identity (get_sealed_identity): the throwaway is initialised with it. */
@@ -60,6 +73,11 @@ export type RestoreDrillerOptions = {
    * the envelopes' recovery copies with it; never used to open one here.
    */
   recoveryEncryptionKey: Uint8Array;
+  /**
+   * The backup signer every envelope must be signed by, and whether unsigned (v2) envelopes made
+   * before backups were signed pass. By default the live enclave's (identity.backupSigner), none.
+   */
+  signers?: BackupSignerPolicy;
   /** Receives the throwaway enclave's log lines. */
   onLog?: (line: string) => void;
   /**
@@ -127,6 +145,13 @@ async function drillInto(
     expect: { envId: options.identity.envId, chainId: options.identity.chainId, batchId },
   });
   if (!checked.ok) return err(checked.error.reason);
+  // The backup folder and the pool's records live on the origin host: an envelope anyone made with
+  // the public recovery key, matched by rows they wrote, would otherwise be drilled as proven.
+  const signed = checkBackupSignature(
+    checked.value.envelope,
+    options.signers ?? { expected: fromHex(options.identity.backupSigner), acceptUnsigned: false },
+  );
+  if (!signed.ok) return err(`backup file ${batch.backupPath}: ${signed.error}`);
 
   let enclave: ThrowawayEnclave;
   try {
@@ -199,7 +224,12 @@ async function drillInto(
     recoveryKeySha256: checked.value.header.recovery_key_sha256,
     provenKeyRef: proven.keyRef,
   });
-  return ok({ batchId, keys: got.length, provenKeyRef: proven.keyRef });
+  return ok({
+    batchId,
+    keys: got.length,
+    provenKeyRef: proven.keyRef,
+    unsignedFile: signed.value ? batch.backupPath : null,
+  });
 }
 
 /** SHA-256 (hex) over the batch's public keys in key_ref order (what the evidence row names). */

@@ -241,6 +241,7 @@ export const OP_CODECS = {
         policyAuthority: r.policy_authority as Hex,
         recoveryAuthority: r.recovery_authority as Hex,
         recoveryEncryptionKey: r.recovery_encryption_key as Hex,
+        backupSigner: r.backup_signer as Hex,
       }),
     ),
   },

@@ -92,6 +92,8 @@ export type SealedIdentity = {
   policyAuthority: Hex;
   recoveryAuthority: Hex;
   recoveryEncryptionKey: Hex;
+  /** Ed25519 public key that signs this enclave's backup envelopes. */
+  backupSigner: Hex;
 };
 
 /** What sign_faucet pays and how often, sealed with the treasury. */
