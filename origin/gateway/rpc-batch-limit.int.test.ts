@@ -1,10 +1,7 @@
 import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevnet } from "../../devnet/index.ts";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
+import { describe, expect, it } from "vitest";
+import { useRpcBehindNode } from "../../testing/rpc-behind-node.ts";
 
 /**
  * A fake node (named as one: our devnet takes batches of up to 1,000, more than /rpc forwards) in
@@ -45,39 +42,7 @@ async function startBatchLimitedNode(target: string) {
 }
 
 describe("/rpc: a batch the node refuses as a whole (real devnet and database behind a batch-limited node)", () => {
-  let testDb: TestDatabase;
-  let devnet: Awaited<ReturnType<typeof startDevnet>>;
-  let node: Awaited<ReturnType<typeof startBatchLimitedNode>>;
-  let origin: TestOrigin;
-  let token = "";
-
-  beforeAll(async () => {
-    testDb = await createTestDatabase();
-    await seedFreeKeys(testDb.handle.db, 1);
-    devnet = await startDevnet({ port: 0 });
-    node = await startBatchLimitedNode(devnet.url);
-    origin = await startTestOrigin({ database: testDb.handle, rpcUrl: node.url });
-    const issued = await provisionedIdentity(testDb.handle.db, {
-      capabilities: ["read"],
-      origin: "operator",
-    });
-    token = issued.token;
-  });
-  afterAll(async () => {
-    await origin?.close();
-    await node?.close();
-    await devnet?.close();
-    await testDb?.drop();
-  });
-
-  const rpc = async (body: unknown) => {
-    const response = await fetch(`${origin.base}/agent/v1/rpc`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    return { status: response.status, body: (await response.json()) as unknown };
-  };
+  const { rpc } = useRpcBehindNode(startBatchLimitedNode);
   const call = (id: number) => ({ jsonrpc: "2.0", id, method: "eth_chainId", params: [] });
 
   it("gives each element the node's own error, where it said the node gave no answer", async () => {

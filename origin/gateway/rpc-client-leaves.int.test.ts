@@ -1,10 +1,7 @@
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevnet } from "../../devnet/index.ts";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
+import { describe, expect, it } from "vitest";
+import { useRpcBehindNode } from "../../testing/rpc-behind-node.ts";
 import { RPC_IN_FLIGHT, RPC_PREFETCH_IN_FLIGHT } from "./limits.ts";
 
 /**
@@ -49,28 +46,7 @@ async function startHoldingChain(target: string) {
 }
 
 describe("/rpc: clients that leave before their answer (real devnet and database, behind a slow chain)", () => {
-  let testDb: TestDatabase;
-  let devnet: Awaited<ReturnType<typeof startDevnet>>;
-  let chain: Awaited<ReturnType<typeof startHoldingChain>>;
-  let origin: TestOrigin;
-  let token = "";
-
-  beforeAll(async () => {
-    testDb = await createTestDatabase();
-    await seedFreeKeys(testDb.handle.db, 1);
-    devnet = await startDevnet({ port: 0 });
-    chain = await startHoldingChain(devnet.url);
-    origin = await startTestOrigin({ database: testDb.handle, rpcUrl: chain.url });
-    token = (await provisionedIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" }))
-      .token;
-  });
-  afterAll(async () => {
-    chain?.release();
-    await origin?.close();
-    await chain?.close();
-    await devnet?.close();
-    await testDb?.drop();
-  });
+  const stack = useRpcBehindNode(startHoldingChain, { beforeClose: (chain) => chain.release() });
 
   /**
    * Sends one call and hangs up as soon as the chain holds it: the answer this client would have
@@ -78,14 +54,14 @@ describe("/rpc: clients that leave before their answer (real devnet and database
    */
   const callAndLeave = (): Promise<{ status: number } | "left"> =>
     new Promise((resolve, reject) => {
-      const before = chain.held;
-      const req = httpRequest(`${origin.base}/agent/v1/rpc`, {
+      const before = stack.node.held;
+      const req = httpRequest(`${stack.origin.base}/agent/v1/rpc`, {
         method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        headers: { authorization: `Bearer ${stack.token}`, "content-type": "application/json" },
         agent: false,
       });
       const watch = setInterval(() => {
-        if (chain.held === before) return;
+        if (stack.node.held === before) return;
         clearInterval(watch);
         req.destroy();
         resolve("left");
@@ -97,7 +73,7 @@ describe("/rpc: clients that leave before their answer (real devnet and database
       });
       req.on("error", (error) => {
         clearInterval(watch);
-        if (!req.destroyed || chain.held === before) reject(error);
+        if (!req.destroyed || stack.node.held === before) reject(error);
       });
       req.end(
         JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: ["latest", true] }),
@@ -109,24 +85,25 @@ describe("/rpc: clients that leave before their answer (real devnet and database
     const outcomes: Array<{ status: number } | "left"> = [];
     for (let i = 0; i < 24; i++) outcomes.push(await callAndLeave());
     const bound = RPC_IN_FLIGHT.perAgent + RPC_PREFETCH_IN_FLIGHT.perToken;
-    expect(chain.held, `calls in flight at the chain for one agent, at most ${bound}`).toBeLessThanOrEqual(
-      bound,
-    );
+    expect(
+      stack.node.held,
+      `calls in flight at the chain for one agent, at most ${bound}`,
+    ).toBeLessThanOrEqual(bound);
     expect(outcomes.filter((o) => o !== "left").map((o) => (o as { status: number }).status)).toContain(429);
 
     // Once the chain has answered the calls of the clients that left, their places come back.
-    chain.release();
+    stack.node.release();
     await expect.poll(async () => (await callAnswered()).status, { timeout: 10_000 }).toBe(200);
   });
 
   const callAnswered = async (): Promise<{ status: number }> => {
-    const answer = fetch(`${origin.base}/agent/v1/rpc`, {
+    const answer = fetch(`${stack.origin.base}/agent/v1/rpc`, {
       method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${stack.token}`, "content-type": "application/json" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId" }),
     });
     // The chain holds new calls too: let each go as it comes.
-    const releasing = setInterval(() => chain.release(), 10);
+    const releasing = setInterval(() => stack.node.release(), 10);
     try {
       return { status: (await answer).status };
     } finally {

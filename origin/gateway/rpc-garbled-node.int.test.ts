@@ -1,11 +1,8 @@
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startDevnet } from "../../devnet/index.ts";
+import { describe, expect, it } from "vitest";
 import { MAX_JSON_DEPTH } from "../../shared/json-depth.ts";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
-import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
+import { useRpcBehindNode } from "../../testing/rpc-behind-node.ts";
 
 /** The hash whose transaction the garbling node answers with garbage. */
 const GARBLED_HASH = `0x${"ab".repeat(32)}`;
@@ -71,36 +68,8 @@ async function startGarblingNode(target: string) {
 }
 
 describe("/rpc behind a node that answers garbage (real devnet and database, behind a garbling node)", () => {
-  let testDb: TestDatabase;
-  let devnet: Awaited<ReturnType<typeof startDevnet>>;
-  let node: Awaited<ReturnType<typeof startGarblingNode>>;
-  let origin: TestOrigin;
-  let token = "";
+  const { rpc } = useRpcBehindNode(startGarblingNode);
 
-  beforeAll(async () => {
-    testDb = await createTestDatabase();
-    await seedFreeKeys(testDb.handle.db, 1);
-    devnet = await startDevnet({ port: 0 });
-    node = await startGarblingNode(devnet.url);
-    origin = await startTestOrigin({ database: testDb.handle, rpcUrl: node.url });
-    token = (await provisionedIdentity(testDb.handle.db, { capabilities: ["read"], origin: "operator" }))
-      .token;
-  });
-  afterAll(async () => {
-    await origin?.close();
-    await node?.close();
-    await devnet?.close();
-    await testDb?.drop();
-  });
-
-  const rpc = async (body: unknown) => {
-    const response = await fetch(`${origin.base}/agent/v1/rpc`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    return { status: response.status, body: (await response.json()) as unknown };
-  };
   const call = (id: number, method: string, params: unknown[] = []) => ({
     jsonrpc: "2.0",
     id,
