@@ -26,9 +26,9 @@ export function refusesCrossSite(method: string, path: string): boolean {
 /**
  * Whether a browser says the request was sent by a page of another origin: by Sec-Fetch-Site, or,
  * where the browser sends none, by an Origin that is neither the console's configured origin nor
- * the one the browser addressed (its Host, so a console reached through a tunnel or another name
- * still answers its own page). Origin `null` (a sandboxed or privacy-hidden page) is not the
- * console's own.
+ * the one the browser addressed (its Host, so a console reached through a tunnel or by a name of
+ * CONSOLE_ALLOWED_HOSTS still answers its own page; addressedByAnotherName judges the name). Origin
+ * `null` (a sandboxed or privacy-hidden page) is not the console's own.
  */
 export function sentByAnotherOrigin(headers: {
   secFetchSite: string | undefined;
