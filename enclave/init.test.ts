@@ -19,6 +19,15 @@ describe("initEnclave", () => {
   const policy = authorityPublicKey(randomAuthoritySecret());
   const recovery = authorityPublicKey(randomAuthoritySecret());
   const recoveryEnc = toHex(x25519PublicKey(randomX25519PrivateKey()));
+  /** An init of this test's folder with the authorities above. */
+  const initParams = () => ({
+    dataDir: dir,
+    envId: "dev-1",
+    adminAuthority: admin,
+    policyAuthority: policy,
+    recoveryAuthority: recovery,
+    recoveryEncryptionKey: recoveryEnc,
+  });
 
   beforeEach(async () => {
     dir = join(await mkdtemp(join(tmpdir(), "enclave-init-")), "data");
@@ -63,14 +72,7 @@ describe("initEnclave", () => {
   });
 
   it("makes the x402 payee key, sealed in the `payee` namespace and named by the state, and reports its address", async () => {
-    const made = await initEnclave({
-      dataDir: dir,
-      envId: "dev-1",
-      adminAuthority: admin,
-      policyAuthority: policy,
-      recoveryAuthority: recovery,
-      recoveryEncryptionKey: recoveryEnc,
-    });
+    const made = await initEnclave(initParams());
     const layout = dataDirLayout(dir);
     const sealingKey = await readSealingKey(layout);
     const keystore = await Keystore.open(layout.keysDir, sealingKey, pino({ level: "silent" }));
@@ -98,14 +100,7 @@ describe("initEnclave", () => {
   });
 
   it("refuses to initialise twice, which would orphan every sealed key", async () => {
-    const params = {
-      dataDir: dir,
-      envId: "dev-1",
-      adminAuthority: admin,
-      policyAuthority: policy,
-      recoveryAuthority: recovery,
-      recoveryEncryptionKey: recoveryEnc,
-    };
+    const params = initParams();
     await initEnclave(params);
     await expect(initEnclave(params)).rejects.toBeInstanceOf(InitError);
   });
@@ -115,14 +110,7 @@ describe("initEnclave", () => {
     // (docs/operations.md#disaster-recovery, step 2): each wrote its own sealing key over the
     // other's and sealed its config and payee key under its own, both said they were done, and
     // the folder unsealed under neither key: the enclave refused to start.
-    const params = {
-      dataDir: dir,
-      envId: "dev-1",
-      adminAuthority: admin,
-      policyAuthority: policy,
-      recoveryAuthority: recovery,
-      recoveryEncryptionKey: recoveryEnc,
-    };
+    const params = initParams();
     const runs = await Promise.allSettled([initEnclave(params), initEnclave(params)]);
     const done = runs.flatMap((run) => (run.status === "fulfilled" ? [run.value] : []));
     expect(done, "inits that reported success").toHaveLength(1);
@@ -147,27 +135,13 @@ describe("initEnclave", () => {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const leftOver = generateSealingKey();
     await writeFile(layout.sealingKey, leftOver, { mode: 0o600 });
-    const made = await initEnclave({
-      dataDir: dir,
-      envId: "dev-1",
-      adminAuthority: admin,
-      policyAuthority: policy,
-      recoveryAuthority: recovery,
-      recoveryEncryptionKey: recoveryEnc,
-    });
+    const made = await initEnclave(initParams());
     const { config } = await readSealedConfig(layout, leftOver);
     expect(config.instance_id).toBe(made.instance_id);
   });
 
   it("refuses a bad env id, a bad key and any two equal authorities", async () => {
-    const base = {
-      dataDir: dir,
-      envId: "dev-1",
-      adminAuthority: admin,
-      policyAuthority: policy,
-      recoveryAuthority: recovery,
-      recoveryEncryptionKey: recoveryEnc,
-    };
+    const base = initParams();
     await expect(initEnclave({ ...base, envId: "Dev_1" })).rejects.toThrow(/env-id/);
     await expect(initEnclave({ ...base, adminAuthority: "0x1234" })).rejects.toThrow(/admin-pubkey/);
     await expect(initEnclave({ ...base, policyAuthority: "0x1234" })).rejects.toThrow(/policy-pubkey/);

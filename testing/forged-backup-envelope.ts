@@ -4,18 +4,20 @@
  * were signed.
  */
 import { randomBytes } from "node:crypto";
-import { ed25519 } from "@noble/curves/ed25519";
 import { materialFromPrivateKey } from "../enclave/keystore.ts";
 import { decodeCbor, encodeCbor } from "../shared/cbor-frame.ts";
 import { CHAIN_ID } from "../shared/constants.ts";
 import {
+  BACKUP_ENVELOPE_KIND,
   type BackupHeader,
   backupSignaturePreimage,
+  backupSignerPublicKey,
   headerAad,
   hpkeSeal,
   RECOVERY_HPKE_INFO,
   recoveryKeyFingerprint,
   SIGNED_BACKUP_ENVELOPE_KIND,
+  signBackupEnvelope,
 } from "../shared/recovery-envelope.ts";
 
 /**
@@ -49,7 +51,7 @@ export async function forgeEnvelope(params: {
   const sealed = new Uint8Array(randomBytes(plaintext.length + 29));
   if (!params.signWith) {
     return {
-      envelope: encodeCbor({ v: 2, kind: "svc-hsm/backup/v2", header, recovery, sealed }),
+      envelope: encodeCbor({ v: 2, kind: BACKUP_ENVELOPE_KIND, header, recovery, sealed }),
       address: attackerKey.address,
       publicKey: attackerKey.publicKeyHex,
     };
@@ -60,9 +62,9 @@ export async function forgeEnvelope(params: {
     header,
     recovery,
     sealed,
-    signer: ed25519.getPublicKey(params.signWith),
+    signer: backupSignerPublicKey(params.signWith),
   };
-  const signature = ed25519.sign(backupSignaturePreimage(unsigned), params.signWith);
+  const signature = signBackupEnvelope(params.signWith, backupSignaturePreimage(unsigned));
   return {
     envelope: encodeCbor({ ...unsigned, signature }),
     address: attackerKey.address,
@@ -79,5 +81,5 @@ export function unsignedCopy(envelope: Uint8Array): Uint8Array {
     signature: _signature,
     ...rest
   } = decodeCbor(envelope) as Record<string, unknown>;
-  return encodeCbor({ v: 2, kind: "svc-hsm/backup/v2", ...rest });
+  return encodeCbor({ v: 2, kind: BACKUP_ENVELOPE_KIND, ...rest });
 }

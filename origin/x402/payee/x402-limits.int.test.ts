@@ -47,6 +47,16 @@ async function edgeFor(origin: TestOrigin): Promise<EdgeHandle> {
   });
 }
 
+/** edgeFor as a fixture of the describe block, in front of its origin and stopped after it. */
+function useEdgeFor(origin: TestOrigin): EdgeHandle {
+  return useFixture(
+    "edge",
+    () => edgeFor(origin),
+    (started) => started.stop(),
+    { timeoutMs: 180_000 },
+  );
+}
+
 type Answer = { status: number; retryAfter: string | null; body: Record<string, unknown> };
 
 /** POST {edge}/77/x402/facilitator/{route} from client `ip`, as Cloudflare's network hands it over. */
@@ -95,12 +105,7 @@ describe("an honest payer behind an address that sends junk", () => {
       }),
     (started) => started.close(),
   );
-  const edge = useFixture(
-    "edge",
-    () => edgeFor(origin),
-    (started) => started.stop(),
-    { timeoutMs: 180_000 },
-  );
+  const edge = useEdgeFor(origin);
 
   it("verifies, settles and pays with the official clients while junk from its address arrives at 21 a second", async () => {
     // Mutation: createX402Limits counting signed payments in the address's window of refused
@@ -259,12 +264,7 @@ describe("a payer racing its own balance", () => {
     () => stack.startOrigin({}, undefined, proxy.url),
     (started) => started.close(),
   );
-  const edge = useFixture(
-    "edge",
-    () => edgeFor(origin),
-    (started) => started.stop(),
-    { timeoutMs: 180_000 },
-  );
+  const edge = useEdgeFor(origin);
   let demoUrl: string;
   beforeAll(() => {
     demoUrl = `${edge.directUrl!.origin}/77/x402/demo`;
@@ -567,12 +567,7 @@ describe("a payer whose settlements are answered settlement_pending", () => {
     () => stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "1000" }),
     (started) => started.close(),
   );
-  const edge = useFixture(
-    "edge",
-    () => edgeFor(origin),
-    (started) => started.stop(),
-    { timeoutMs: 180_000 },
-  );
+  const edge = useEdgeFor(origin);
 
   it("a burst of 6 payments of one payer drained while none is mined: still at most 3 in flight, so at most 3 revert", async () => {
     // Mutation: the guard's slot released when the settle answers settlement_pending (its
@@ -637,12 +632,7 @@ describe("a payer whose pending settlement others present again", () => {
     () => stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "4000" }),
     (started) => started.close(),
   );
-  const edge = useFixture(
-    "edge",
-    () => edgeFor(origin),
-    (started) => started.stop(),
-    { timeoutMs: 180_000 },
-  );
+  const edge = useEdgeFor(origin);
 
   it("replays of its one unmined authorization from other addresses do not take the slots its next payment settles in", async () => {
     // Mutation: the guard giving each presentation a slot of the payer's (as before), the two
@@ -730,12 +720,7 @@ describe("a settle that waited for its revert-guard slot", () => {
     () => stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "4000" }),
     (started) => started.close(),
   );
-  const edge = useFixture(
-    "edge",
-    () => edgeFor(origin),
-    (started) => started.stop(),
-    { timeoutMs: 180_000 },
-  );
+  const edge = useEdgeFor(origin);
 
   it("answers within one receipt wait, the slot's wait and the receipt's together", async () => {
     // Mutation: a receipt wait that does not count the wait for the slot (as it was) answers the
