@@ -32,9 +32,9 @@ describe("startEnclaveServer", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const init = () =>
+  const init = (folder = dataDir) =>
     initEnclave({
-      dataDir,
+      dataDir: folder,
       envId: "server-test",
       adminAuthority: authorityPublicKey(randomAuthoritySecret()),
       policyAuthority: authorityPublicKey(randomAuthoritySecret()),
@@ -75,8 +75,11 @@ describe("startEnclaveServer", () => {
     await writeFile(socketPath, "stale");
     const server = await startEnclaveServer({ socketPath, dataDir, logger });
     expect((await stat(socketPath)).isSocket()).toBe(true);
-    await expect(startEnclaveServer({ socketPath, dataDir, logger })).rejects.toBeInstanceOf(
-      EnclaveStartError,
+    // Another folder, so that it is the socket that is refused, not the folder's second enclave.
+    const otherDataDir = join(dir, "other-data");
+    await init(otherDataDir);
+    await expect(startEnclaveServer({ socketPath, dataDir: otherDataDir, logger })).rejects.toThrow(
+      `another enclave is listening on ${socketPath}`,
     );
     const { client, serverHello } = await RawEnclaveClient.connect(socketPath);
     expect(serverHello).toMatchObject({ profile: "agent_gateway" });

@@ -24,6 +24,7 @@ import {
   readSealingKey,
   SealedConfigOutdatedError,
 } from "./sealed-config.ts";
+import { type ServeLock, takeServeLock } from "./serve-lock.ts";
 import { socketAccepts } from "./socket-probe.ts";
 import { StateStore } from "./state-store.ts";
 import { TransportKeys } from "./transport-keys.ts";
@@ -65,6 +66,29 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
       `${params.dataDir} is not initialised: run \`npm run enclave -- init\` first`,
     );
   }
+  const lock = await takeServeLock(params.dataDir);
+  if (!lock.held && lock.reason === "taken") {
+    throw new EnclaveStartError(
+      `another enclave is serving ${params.dataDir}: stop it first (two enclaves on one folder ` +
+        "would each write its state over the other's, and every limit would hold once per enclave)",
+    );
+  }
+  if (!lock.held) logger.warn("this platform cannot lock the data folder: serve it from one enclave only");
+  try {
+    return await serveLocked(params, layout, logger, lock.held ? lock.lock : null);
+  } catch (error) {
+    if (lock.held) await lock.lock.release();
+    throw error;
+  }
+}
+
+/** The rest of the start, once this process alone serves the folder. */
+async function serveLocked(
+  params: StartEnclaveServerParams,
+  layout: DataDirLayout,
+  logger: Logger,
+  lock: ServeLock | null,
+): Promise<EnclaveServer> {
   if (((await stat(layout.sealingKey)).mode & 0o077) !== 0) {
     // Like ssh with a private key: a sealing key others can read is not sealing anything.
     throw new EnclaveStartError(`${layout.sealingKey} must not be readable by group or others (chmod 600)`);
@@ -124,6 +148,8 @@ export async function startEnclaveServer(params: StartEnclaveServerParams): Prom
       await stopped;
       await ctx.state.close();
       await rm(params.socketPath, { force: true });
+      // Only once the state is closed: no write of this process can follow the next one's start.
+      await lock?.release();
       logger.info("enclave stopped");
     })();
     return closed;
