@@ -15,7 +15,7 @@ import { checkIngress } from "./ingress.ts";
 import { type IssuanceRefusal, PUBLIC_CAPABILITIES } from "./issuance.ts";
 import { type IssueWhenKeysResult, issueWhenKeys } from "./issue-when-keys.ts";
 import { createProofGate, type ProofGate } from "./proof-gate.ts";
-import { minuteStart, secondsToNextMinute, secondsToNextUtcDay, utcDay } from "./quota-clock.ts";
+import { minuteStart, secondsToEndOfMinute, secondsToEndOfUtcDay, utcDay } from "./quota-clock.ts";
 import { evaluateGate, onlyShortOfKeys, type RegistrationState, readQuotaState } from "./quota-gate.ts";
 import { nodeRefusalOf, reportNodeRefusal } from "./refusal-report.ts";
 import { checkRequestShape } from "./request-shape.ts";
@@ -157,7 +157,7 @@ export function createRegistrationRouter(
       log("refused", { stage: "state", refusal: refusalName(gate) });
       refused(refusalName(gate));
       await reportRefusal(gate, day);
-      throw refusalError(gate, now);
+      throw refusalError(gate, day, now);
     }
     proofGate ??= createProofGate(config.registration.proofOfWorkBits, config.secrets.registrationIp);
     const proof = proofGate.judge({
@@ -185,10 +185,11 @@ export function createRegistrationRouter(
       throw rateLimited(early.retryAfterSeconds);
     }
 
+    const minute = minuteStart(now);
     let admitted: AdmitAttemptResult;
     try {
       admitted = await admitAttempt(db, {
-        minute: minuteStart(now),
+        minute,
         ipGroup,
         perIpLimit: state.attemptsPerIpPerMinute,
         globalLimit: state.attemptsGlobalPerMinute,
@@ -201,7 +202,8 @@ export function createRegistrationRouter(
       refusals("registration_admission");
       log("refused", { stage: "admission", refusal: admitted.error, admitted: false });
       refused("admission");
-      throw rateLimited(secondsToNextMinute(clock.now()));
+      // Judged on the counts of `minute`, which may have ended while it waited for their row.
+      throw rateLimited(secondsToEndOfMinute(minute, clock.now()));
     }
 
     let outcome: IssueWhenKeysResult;
@@ -244,7 +246,8 @@ export function createRegistrationRouter(
         });
         throw proofGate.challenge({ ipGroup, day: utcDay(later), state: fresh, now: later });
       }
-      throw refusalError(issued.error, clock.now());
+      // Judged on the counts of `day`, which may have ended while it waited for the lock or keys.
+      throw refusalError(issued.error, day, clock.now());
     }
     // The response is not logged, and the new agent id is part of it
     // (docs/api.md#what-registration-logs).
@@ -279,8 +282,15 @@ function refusalName(refusal: IssuanceRefusal): RegistrationRefusalReason {
   }
 }
 
-function refusalError(refusal: Exclude<IssuanceRefusal, { code: "proof_spent" }>, now: Date): AppError {
-  return refusal.code === "limited" ? rateLimited(secondsToNextUtcDay(now)) : unavailable(refusal.reason);
+/** A spent daily quota of `day` waits for that day's end, as seen `now`; a state of the service waits for nothing. */
+function refusalError(
+  refusal: Exclude<IssuanceRefusal, { code: "proof_spent" }>,
+  day: string,
+  now: Date,
+): AppError {
+  return refusal.code === "limited"
+    ? rateLimited(secondsToEndOfUtcDay(day, now))
+    : unavailable(refusal.reason);
 }
 
 function unavailable(reason: UnavailableReason, cause?: unknown): AppError {
