@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import type { RegistrationRefusalReason } from "../../shared/console-charts-schema.ts";
 import { CHAIN_ID, HEADER_REGISTRATION_PROOF } from "../../shared/constants.ts";
 import { errorMessage } from "../../shared/error-message.ts";
+import { isDatabaseUnavailable } from "../db/unavailable.ts";
 import { AppError } from "../errors.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -102,6 +103,15 @@ export function createRegistrationRouter(
     // (token, agent id, wallet) and never the client address.
     const log = (outcome: string, fields: Record<string, string | boolean> = {}): void =>
       c.set("logFields", { outcome, ...fields });
+    // The answer says only `unavailable`, and app.onError never sees this error: the cause goes
+    // to the log here, or an operator facing a run of 503s has nothing to go on.
+    const databaseFailed = (stage: "state" | "admission" | "issuance", error: unknown): AppError => {
+      const entry = { request_id: c.get("requestId"), stage, err: { message: errorMessage(error) } };
+      if (isDatabaseUnavailable(error)) deps.logger.warn(entry, "registration unavailable");
+      else deps.logger.error(entry, "registration unavailable");
+      refused("unavailable");
+      return unavailable("unavailable", error);
+    };
 
     if (!config.features.publicRegistration || !config.secrets.registrationIp) {
       refused("disabled");
@@ -146,8 +156,8 @@ export function createRegistrationRouter(
     try {
       state = await readQuotaState(db, { day, ipGroup });
     } catch (error) {
-      refused("unavailable");
-      throw unavailable("unavailable", error);
+      log("refused", { stage: "state", refusal: "unavailable" });
+      throw databaseFailed("state", error);
     }
     const gate = evaluateGate(state);
     // Short of keys and nothing else: counted and admitted like any request, it waits for the
@@ -195,8 +205,8 @@ export function createRegistrationRouter(
         globalLimit: state.attemptsGlobalPerMinute,
       });
     } catch (error) {
-      refused("unavailable");
-      throw unavailable("unavailable", error);
+      log("refused", { stage: "admission", refusal: "unavailable" });
+      throw databaseFailed("admission", error);
     }
     if (!admitted.ok) {
       refusals("registration_admission");
@@ -220,8 +230,7 @@ export function createRegistrationRouter(
       });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
-      refused("unavailable");
-      throw unavailable("unavailable", error);
+      throw databaseFailed("issuance", error);
     }
     const { issued, waitedMs } = outcome;
     const waited: Record<string, string> = waitedMs > 0 ? { key_wait_ms: String(waitedMs) } : {};
@@ -242,7 +251,7 @@ export function createRegistrationRouter(
         // count and at the difficulty as they are now.
         const later = clock.now();
         const fresh = await readQuotaState(db, { day: utcDay(later), ipGroup }).catch((error: unknown) => {
-          throw unavailable("unavailable", error);
+          throw databaseFailed("issuance", error);
         });
         throw proofGate.challenge({ ipGroup, day: utcDay(later), state: fresh, now: later });
       }
