@@ -46,4 +46,28 @@ describe("RegistrationBackoff", () => {
     expect(backoff.secondsLeft("a1")).toBe(30);
     expect(backoff.secondsLeft(`a${REMEMBERED_ADDRESSES}`)).toBe(30);
   });
+  // One machine holds one IPv6 address per interface here, so a client moving through its /64 is
+  // shown on the class itself, not through Miniflare: the addresses are what CF-Connecting-IP says.
+  it("holds an IPv6 client's refusal for its whole /64, as the origin counts it: another address of it is refused, another /64 goes on", () => {
+    const backoff = new RegistrationBackoff(() => 0);
+    backoff.observe("2a00:1450:4001:77::1", answer(429, "30"));
+    for (const sameGroup of [
+      "2a00:1450:4001:77::2",
+      "2a00:1450:4001:77:ffff:1:2:3",
+      "2A00:1450:4001:0077:0:0:0:9",
+    ]) {
+      expect(backoff.secondsLeft(sameGroup), sameGroup).toBe(30);
+    }
+    expect(backoff.secondsLeft("2a00:1450:4001:78::1")).toBeUndefined();
+  });
+
+  it("never merges addresses the origin counts apart: IPv4, IPv4-mapped, NAT64 and others of ::/64 each by itself", () => {
+    const backoff = new RegistrationBackoff(() => 0);
+    for (const address of ["81.2.0.1", "::ffff:81.2.0.2", "64:ff9b::5102:3", "::5102:4"]) {
+      backoff.observe(address, answer(429, "30"));
+    }
+    for (const other of ["81.2.0.9", "::ffff:81.2.0.9", "64:ff9b::5102:9", "::5102:9", "64:ff9b::1:2"]) {
+      expect(backoff.secondsLeft(other), other).toBeUndefined();
+    }
+  });
 });

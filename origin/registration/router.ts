@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import type { RegistrationRefusalReason } from "../../shared/console-charts-schema.ts";
 import { CHAIN_ID, HEADER_REGISTRATION_PROOF } from "../../shared/constants.ts";
 import { errorMessage } from "../../shared/error-message.ts";
+import { isDatabaseUnavailable } from "../db/unavailable.ts";
 import { AppError } from "../errors.ts";
 import { createEdgeSecretVerifier } from "../http/edge-secret.ts";
 import type { AppEnv } from "../http/env.ts";
@@ -15,7 +16,7 @@ import { checkIngress } from "./ingress.ts";
 import { type IssuanceRefusal, PUBLIC_CAPABILITIES } from "./issuance.ts";
 import { type IssueWhenKeysResult, issueWhenKeys } from "./issue-when-keys.ts";
 import { createProofGate, type ProofGate } from "./proof-gate.ts";
-import { minuteStart, secondsToNextMinute, secondsToNextUtcDay, utcDay } from "./quota-clock.ts";
+import { minuteStart, secondsToEndOfMinute, secondsToEndOfUtcDay, utcDay } from "./quota-clock.ts";
 import { evaluateGate, onlyShortOfKeys, type RegistrationState, readQuotaState } from "./quota-gate.ts";
 import { nodeRefusalOf, reportNodeRefusal } from "./refusal-report.ts";
 import { checkRequestShape } from "./request-shape.ts";
@@ -102,6 +103,15 @@ export function createRegistrationRouter(
     // (token, agent id, wallet) and never the client address.
     const log = (outcome: string, fields: Record<string, string | boolean> = {}): void =>
       c.set("logFields", { outcome, ...fields });
+    // The answer says only `unavailable`, and app.onError never sees this error: the cause goes
+    // to the log here, or an operator facing a run of 503s has nothing to go on.
+    const databaseFailed = (stage: "state" | "admission" | "issuance", error: unknown): AppError => {
+      const entry = { request_id: c.get("requestId"), stage, err: { message: errorMessage(error) } };
+      if (isDatabaseUnavailable(error)) deps.logger.warn(entry, "registration unavailable");
+      else deps.logger.error(entry, "registration unavailable");
+      refused("unavailable");
+      return unavailable("unavailable", error);
+    };
 
     if (!config.features.publicRegistration || !config.secrets.registrationIp) {
       refused("disabled");
@@ -146,8 +156,8 @@ export function createRegistrationRouter(
     try {
       state = await readQuotaState(db, { day, ipGroup });
     } catch (error) {
-      refused("unavailable");
-      throw unavailable("unavailable", error);
+      log("refused", { stage: "state", refusal: "unavailable" });
+      throw databaseFailed("state", error);
     }
     const gate = evaluateGate(state);
     // Short of keys and nothing else: counted and admitted like any request, it waits for the
@@ -157,7 +167,7 @@ export function createRegistrationRouter(
       log("refused", { stage: "state", refusal: refusalName(gate) });
       refused(refusalName(gate));
       await reportRefusal(gate, day);
-      throw refusalError(gate, now);
+      throw refusalError(gate, day, now);
     }
     proofGate ??= createProofGate(config.registration.proofOfWorkBits, config.secrets.registrationIp);
     const proof = proofGate.judge({
@@ -185,23 +195,25 @@ export function createRegistrationRouter(
       throw rateLimited(early.retryAfterSeconds);
     }
 
+    const minute = minuteStart(now);
     let admitted: AdmitAttemptResult;
     try {
       admitted = await admitAttempt(db, {
-        minute: minuteStart(now),
+        minute,
         ipGroup,
         perIpLimit: state.attemptsPerIpPerMinute,
         globalLimit: state.attemptsGlobalPerMinute,
       });
     } catch (error) {
-      refused("unavailable");
-      throw unavailable("unavailable", error);
+      log("refused", { stage: "admission", refusal: "unavailable" });
+      throw databaseFailed("admission", error);
     }
     if (!admitted.ok) {
       refusals("registration_admission");
       log("refused", { stage: "admission", refusal: admitted.error, admitted: false });
       refused("admission");
-      throw rateLimited(secondsToNextMinute(clock.now()));
+      // Judged on the counts of `minute`, which may have ended while it waited for their row.
+      throw rateLimited(secondsToEndOfMinute(minute, clock.now()));
     }
 
     let outcome: IssueWhenKeysResult;
@@ -218,8 +230,7 @@ export function createRegistrationRouter(
       });
     } catch (error) {
       log("refused", { stage: "issuance", refusal: "unavailable", admitted: true });
-      refused("unavailable");
-      throw unavailable("unavailable", error);
+      throw databaseFailed("issuance", error);
     }
     const { issued, waitedMs } = outcome;
     const waited: Record<string, string> = waitedMs > 0 ? { key_wait_ms: String(waitedMs) } : {};
@@ -240,11 +251,12 @@ export function createRegistrationRouter(
         // count and at the difficulty as they are now.
         const later = clock.now();
         const fresh = await readQuotaState(db, { day: utcDay(later), ipGroup }).catch((error: unknown) => {
-          throw unavailable("unavailable", error);
+          throw databaseFailed("issuance", error);
         });
         throw proofGate.challenge({ ipGroup, day: utcDay(later), state: fresh, now: later });
       }
-      throw refusalError(issued.error, clock.now());
+      // Judged on the counts of `day`, which may have ended while it waited for the lock or keys.
+      throw refusalError(issued.error, day, clock.now());
     }
     // The response is not logged, and the new agent id is part of it
     // (docs/api.md#what-registration-logs).
@@ -279,8 +291,15 @@ function refusalName(refusal: IssuanceRefusal): RegistrationRefusalReason {
   }
 }
 
-function refusalError(refusal: Exclude<IssuanceRefusal, { code: "proof_spent" }>, now: Date): AppError {
-  return refusal.code === "limited" ? rateLimited(secondsToNextUtcDay(now)) : unavailable(refusal.reason);
+/** A spent daily quota of `day` waits for that day's end, as seen `now`; a state of the service waits for nothing. */
+function refusalError(
+  refusal: Exclude<IssuanceRefusal, { code: "proof_spent" }>,
+  day: string,
+  now: Date,
+): AppError {
+  return refusal.code === "limited"
+    ? rateLimited(secondsToEndOfUtcDay(day, now))
+    : unavailable(refusal.reason);
 }
 
 function unavailable(reason: UnavailableReason, cause?: unknown): AppError {
