@@ -214,6 +214,36 @@ describe("the client's events() and waitForAction() through the edge (real stack
     expect(more.events.map((event) => event.id)).toEqual(stream.events.slice(9).map((event) => event.id));
   });
 
+  it("a stream opened from now that drops before its first event resumes where it started: what was written meanwhile arrives", async () => {
+    const agent = await stack.newAgent({ units: 10_000_000n });
+    const direct = createGatewayClient({ baseUrl: stack.origin.base, token: agent.token });
+    // History: the agent's log holds events before the stream's start, none of which it replays.
+    const before = await direct.transfer({ to: newAccount().address, amount: 1_000n });
+    await direct.waitForAction(before.action_id);
+    const open = streamsAnswered + 1;
+    const stream = collect(clientFor(agent.token).events());
+    try {
+      await streamsOpen(open);
+      // The stream's start is fixed once its answer came; the link drops before any event.
+      link.cut("reset");
+      // Written while the client has no stream: after its start, so it is the client's to see.
+      const sent = await direct.transfer({ to: newAccount().address, amount: 1_000n });
+      await direct.waitForAction(sent.action_id);
+      link.restore();
+      // Mutation: a stream that names no place before its first event leaves the client to
+      // reconnect "from now", after the transfer, and this waits in vain.
+      await stream.waitForCount(3, 40_000);
+      await afterFeedReads([origin]);
+      expect(stream.events.map((event) => [event.data.action_id, event.type])).toEqual([
+        [sent.action_id, "action.requested"],
+        [sent.action_id, "action.signed"],
+        [sent.action_id, "action.confirmed"],
+      ]);
+    } finally {
+      link.restore();
+    }
+  });
+
   it("a connection gone silent is given up after idleTimeoutMs and opened again where it was", async () => {
     const agent = await stack.newAgent({ units: 10_000_000n });
     const direct = createGatewayClient({ baseUrl: stack.origin.base, token: agent.token });

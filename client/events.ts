@@ -107,6 +107,12 @@ export async function* followEvents(
               serverRetryMs = item.ms;
               continue;
             }
+            if (item.event === "stream.opened") {
+              // Where a stream opened from now starts: a reconnection before the first event
+              // resumes there, not from a later "now" that would skip what came in between.
+              if (EVENT_ID.test(item.lastEventId)) lastEventId = item.lastEventId;
+              continue;
+            }
             if (item.event === "stream.closed") {
               const reason = closedReason(item.data);
               if (reason === "too_many_streams") {

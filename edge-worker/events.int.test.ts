@@ -10,6 +10,7 @@ import { type MoneyStack, startMoneyStack } from "../testing/money-stack.ts";
 import type { TestOrigin } from "../testing/origin.ts";
 import { type RpcCutProxy, startRpcCutProxy } from "../testing/rpc-cut-proxy.ts";
 import { startTcpProxy, type TcpProxy } from "../testing/tcp-proxy.ts";
+import { afterFeedReads } from "../testing/worker-ticks.ts";
 
 // An agent follows its events with a real EventSource client (the `eventsource` package) through
 // the real worker in Miniflare, in front of an origin of a real stack (Postgres, enclave, devnet).
@@ -173,6 +174,46 @@ describe("the agent's event stream through the edge (real stack)", () => {
           "action.confirmed",
         ]);
       }
+    } finally {
+      link.restore();
+      stream.close();
+    }
+  });
+
+  it("an EventSource opened from now whose connection drops before its first event resumes where it started", async () => {
+    const agent = await stack.newAgent({ units: 10_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    // History: the agent's log holds events before the stream's start, none of which it replays.
+    const before = await calls.transfer({
+      idempotency_key: newKey(),
+      to: newAccount().address,
+      amount: "1000",
+    });
+    await calls.settled((before.body as ActionView).action_id);
+    const stream = followEvents({ url: eventsUrl(), token: agent.token });
+    try {
+      await stream.waitForOpen();
+      // The link drops before any event; a transfer is written while the client is away.
+      link.cut("reset");
+      const sent = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "1000",
+      });
+      const actionId = (sent.body as ActionView).action_id;
+      await calls.settled(actionId);
+      link.restore();
+      // Mutation: with no id before the first event, the EventSource reconnects with no
+      // Last-Event-ID, "from now", after the transfer, and this waits in vain.
+      await stream.waitForCount(3, 30_000);
+      await afterFeedReads([origin]);
+      expect(stream.errors()).toBeGreaterThanOrEqual(1);
+      expect(stream.events).toHaveLength(3);
+      expect(stream.ofAction(actionId).map((event) => event.type)).toEqual([
+        "action.requested",
+        "action.signed",
+        "action.confirmed",
+      ]);
     } finally {
       link.restore();
       stream.close();

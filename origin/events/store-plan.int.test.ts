@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { untilEventsServable } from "../../testing/events-horizon.ts";
 import { queryRows } from "../db/client.ts";
-import { readServable, servableQuery } from "./store.ts";
+import { lastEventIdQuery, lastEventIdThrough, readServable, servableQuery } from "./store.ts";
 
 /** The node types of the plan's reads of `events`. */
 function scansOfEvents(plan: Record<string, unknown>): string[] {
@@ -16,7 +16,7 @@ function scansOfEvents(plan: Record<string, unknown>): string[] {
   return nodes;
 }
 
-describe("the webhooks' fan-out read of the event log (events/store.ts servableQuery)", () => {
+describe("the event log's reads through its indexes (events/store.ts)", () => {
   let db: TestDatabase;
   const EVENTS = 20_000;
   beforeAll(async () => {
@@ -54,5 +54,26 @@ describe("the webhooks' fan-out read of the event log (events/store.ts servableQ
     expect(events.map((event) => event.id)).toEqual(
       Array.from({ length: 10 }, (_, n) => after.id + BigInt(n + 1)),
     );
+  });
+
+  it("finds where a stream opened from now starts (the agent's last event before it) through an index", async () => {
+    const agentId = "00000000-0000-4000-8000-000000000007";
+    const [last] = await queryRows<{ xid: string; id: string }>(
+      db.handle.db,
+      sql`select xid::text as xid, id::text as id from events where agent_id = ${agentId}::uuid
+          order by events.id desc offset 3 limit 1`,
+    );
+    const through = { xid: BigInt(last!.xid), id: BigInt(last!.id) };
+    const [explained] = await queryRows<{ "QUERY PLAN": { Plan: Record<string, unknown> }[] }>(
+      db.handle.db,
+      sql`explain (format json) ${lastEventIdQuery(agentId, through)}`,
+    );
+    const plan = explained!["QUERY PLAN"][0]!.Plan;
+    expect(scansOfEvents(plan)).toEqual([expect.stringMatching(/^Index/)]);
+    // The index's order read backwards: no sort of the agent's events.
+    expect(JSON.stringify(plan)).not.toContain('"Node Type":"Sort"');
+    expect(await lastEventIdThrough(db.handle.db, agentId, through)).toBe(through.id);
+    // An agent with no event in the log starts after 0.
+    expect(await lastEventIdThrough(db.handle.db, "00000000-0000-4000-8000-999999999999", through)).toBe(0n);
   });
 });

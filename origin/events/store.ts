@@ -169,6 +169,25 @@ export async function findCursor(db: Db, agentId: string, id: bigint): Promise<C
 }
 
 /**
+ * The id of the agent's last event at or before `cursor` in the log's order, or 0 when it has none:
+ * resuming after that id serves exactly what a stream starting at `cursor` serves (every event of
+ * the agent up to `cursor` has ended, so none can still appear between the two).
+ */
+export async function lastEventIdThrough(db: Db, agentId: string, cursor: Cursor): Promise<bigint> {
+  const [row] = await queryRows<{ id: string }>(db, lastEventIdQuery(agentId, cursor));
+  return row ? BigInt(row.id) : 0n;
+}
+
+/** lastEventIdThrough's statement (its plan is tested: origin/events/store-plan.int.test.ts). */
+export function lastEventIdQuery(agentId: string, cursor: Cursor): SQL {
+  return sql`select id::text as id from events
+        where agent_id = ${agentId}::uuid
+          and (xid, id) <= (${cursor.xid.toString()}::xid8, ${cursor.id.toString()}::bigint)
+        order by events.xid desc, events.id desc
+        limit 1`;
+}
+
+/**
  * The cursor before every event not yet servable now, once the disk holds every transaction below
  * it (untilOnDisk: a place past a transaction a crash could still lose would skip its id's next
  * holder).

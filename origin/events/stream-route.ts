@@ -15,7 +15,7 @@ import type { AppEnv } from "../http/env.ts";
 import type { Logger } from "../logger.ts";
 import { CURSOR_START, type Cursor } from "./cursor.ts";
 import type { EventFeed } from "./feed.ts";
-import { currentHorizon, findCursor } from "./store.ts";
+import { currentHorizon, findCursor, lastEventIdThrough } from "./store.ts";
 import { createEventStream, type EventStream } from "./stream.ts";
 import type { StreamCap } from "./stream-cap.ts";
 
@@ -41,6 +41,8 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
     // it by up to a read, and would hand on events committed before the request came.
     const after =
       named === undefined ? await currentHorizon(deps.db) : await resolveCursor(deps.db, agentId, named);
+    // Read before the answer, so the client has it with the stream's first bytes.
+    const startId = named === undefined ? await lastEventIdThrough(deps.db, agentId, after) : undefined;
 
     const tokenId = c.get("tokenId");
     const stream = createEventStream({
@@ -48,6 +50,7 @@ export function eventsStreamHandler(deps: EventsRouteDeps): Handler<AppEnv> {
       agentId,
       tokenId,
       after,
+      startId,
       pingIntervalMs: deps.pingIntervalMs,
       closeGraceMs: deps.closeGraceMs,
     });

@@ -56,6 +56,17 @@ const ENDS_THE_STREAM: ReadonlyMap<string, CloseReason> = new Map([
  */
 const TOKEN_REPLACED = "token.rotated";
 
+/**
+ * Where a stream opened from now starts, as a message of its own type, which a client that follows
+ * event types never handles, with the id: every EventSource keeps it and sends it as
+ * Last-Event-ID when it reconnects (a message without data would do by the standard, but some
+ * clients drop its id).
+ */
+function startMessage(startId: bigint): string {
+  const id = startId.toString();
+  return `event: stream.opened\ndata: ${JSON.stringify({ after: id })}\nid: ${id}\n\n`;
+}
+
 /** What a stream writes for one event: `id:`, `event:` and the event as JSON in `data:`. */
 export function sseMessage(event: LoggedEvent): { id: string; event: string; data: string } {
   return {
@@ -95,6 +106,12 @@ export type EventStreamParams = {
   tokenId: string;
   /** After the client's last event; the subscription's bound when the client named none. */
   after: Cursor | undefined;
+  /**
+   * When the client named no event to start after (it starts from now): the id that resuming after
+   * serves what this stream serves (store.ts lastEventIdThrough), told to the client with the
+   * stream's first bytes, for a connection that drops before its first event.
+   */
+  startId?: bigint;
   pingIntervalMs?: number;
   /** CLOSE_GRACE_MS unless a test shortens it. */
   closeGraceMs?: number;
@@ -155,7 +172,10 @@ export function createEventStream(params: EventStreamParams): EventStream {
         // The stream's first bytes, before any read of the log: a proxy that hands a response on
         // only with its body's first chunk (the edge's runtime does) would otherwise keep a client
         // with no event yet from seeing the stream open until the first ping.
-        await sse.write(OPENED);
+        // With a stream that starts from now, its start goes in the same first bytes: without a
+        // place to resume from, a connection that dropped before the first event could only be
+        // opened "from now" again, and what was written in between would never reach the client.
+        await sse.write(params.startId === undefined ? OPENED : OPENED + startMessage(params.startId));
         const { bound } = subscription;
         let cursor = params.after ?? bound;
         // The log up to the bound: the feed hands on only what comes after it.

@@ -207,7 +207,7 @@ export const OPERATIONS: readonly Operation[] = [
     operationId: "streamEvents",
     capability: "gateway",
     summary:
-      "The caller's own events as Server-Sent Events (docs/events.md#the-stream): `id:` the event id, `event:` its type, `data:` `{id, type, occurred_at, data}`; a `: ping` comment every 15 s. Resumes after `Last-Event-ID` or `after`; `after=0` replays every event kept; neither starts from now. One stream more than AGENT_EVENTS_STREAMS_PER_TOKEN closes the token's oldest. The service ends a stream with a `stream.closed` event naming the reason, among them the stream's token no longer authenticating: `identity_disabled`, `identity_revoked` or `token_rotated`, right after that event.",
+      "The caller's own events as Server-Sent Events (docs/events.md#the-stream): `id:` the event id, `event:` its type, `data:` `{id, type, occurred_at, data}`; a `: ping` comment every 15 s. Resumes after `Last-Event-ID` or `after`; `after=0` replays every event kept; neither starts from now, and the stream first names that start in a `stream.opened` message whose `id:` a reconnection sends as `Last-Event-ID`. One stream more than AGENT_EVENTS_STREAMS_PER_TOKEN closes the token's oldest. The service ends a stream with a `stream.closed` event naming the reason, among them the stream's token no longer authenticating: `identity_disabled`, `identity_revoked` or `token_rotated`, right after that event.",
     tag: "agent",
     security: ["agentToken"],
     query: [
