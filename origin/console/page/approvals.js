@@ -125,6 +125,8 @@
       }
 
       async function approve() {
+        const elsewhere = ctx.passkeyElsewhere();
+        if (elsewhere) return say(elsewhere, "error", messageId);
         const webauthn = globalThis.SimpleWebAuthnBrowser;
         if (!webauthn?.browserSupportsWebAuthn())
           return say("This browser offers no WebAuthn: nothing can be signed here.", "error", messageId);
