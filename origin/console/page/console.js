@@ -31,8 +31,9 @@
     );
   }
 
-  // `session` stands in for both tokens: an operator signed in with a passkey, named `operator`.
-  const tokens = { admin: "", change: "", session: "", operator: "" };
+  // `session` stands in for both tokens: an operator signed in with a passkey, named `operator`,
+  // with the passkey `keyId`.
+  const tokens = { admin: "", change: "", session: "", operator: "", keyId: "" };
   const signedIn = () => tokens.admin !== "" || tokens.session !== "";
   const canChange = () => tokens.change !== "" || tokens.session !== "";
   const $ = (id) => document.getElementById(id);
@@ -144,6 +145,7 @@
     tokens.change = "";
     tokens.session = session.token;
     tokens.operator = session.operator;
+    tokens.keyId = session.key_id;
     await refresh();
     $("login").hidden = true;
     $("console").hidden = false;
@@ -545,6 +547,7 @@
     canChange,
     readOnly: READ_ONLY,
     signedInOperator: () => tokens.operator,
+    signedInKeyId: () => tokens.keyId,
     passkeyElsewhere,
   };
   const passkeys = globalThis.ConsolePasskeys.create(pageContext);
@@ -641,6 +644,7 @@
     tokens.change = "";
     tokens.session = "";
     tokens.operator = "";
+    tokens.keyId = "";
     showSignedIn();
     $("webhook-secret").textContent = "";
     $("webhook-secret").hidden = true;
@@ -667,6 +671,7 @@
     tokens.change = $("change-token").value;
     tokens.session = "";
     tokens.operator = "";
+    tokens.keyId = "";
     // The fields are cleared at once: the values now live only in `tokens`.
     $("admin-token").value = "";
     $("change-token").value = "";
