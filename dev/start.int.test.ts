@@ -110,7 +110,8 @@ describe("npm start (the local stack launcher)", () => {
     expect(output).toContain(`http://127.0.0.1:${originPort}/77/healthz`);
     expect(output).toContain(`[start] edge       http://127.0.0.1:${edgePort}/77\n`);
     // The console: its URL and where its tokens are, never the tokens; they open it.
-    const consoleUrl = `http://127.0.0.1:${originPort}/77/admin/agents`;
+    // At localhost, the console's origin, where its passkeys work too (not at an IP address).
+    const consoleUrl = `http://localhost:${originPort}/77/admin/agents`;
     expect(output).toContain(`[start] console    ${consoleUrl} (private origin only)`);
     const localSecrets = JSON.parse(
       await readFile(path.join(dataDir, "local-secrets.json"), "utf8"),

@@ -172,7 +172,11 @@ async function main(): Promise<void> {
         ? `register   switched on, policy paused: ${toolEnv}npm run registration -- open --reason "local testing"`
         : `register   open (${registration.perIpDaily} a day per address, ${registration.networkDaily} a day in all): agent-wallet register; pause with ${toolEnv}npm run registration -- pause --reason …`,
     );
-    say(`console    ${originUrl}${basePath}/admin/agents (private origin only)`);
+    // At the console's origin (CONSOLE_ORIGIN, by default localhost at the origin's port), the one
+    // address its passkeys work at: a browser takes no IP address as a relying party. The origin
+    // checked the variable before it started.
+    const consoleOrigin = new URL(settingFrom("CONSOLE_ORIGIN", `http://localhost:${originPort}`)).origin;
+    say(`console    ${consoleOrigin}${basePath}/admin/agents (private origin only)`);
     say(`metrics    ${originUrl}${basePath}/metrics (Authorization: Bearer <adminApiToken>)`);
     say(
       `secrets    ${path.join(dataDir, "local-secrets.json")}: the console's tokens are adminApiToken and registrationAdminSecret (never printed)`,

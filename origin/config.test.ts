@@ -346,6 +346,14 @@ describe("configuration", () => {
     });
   });
 
+  it("derives the console's origin as a browser names it, which the passkeys' ceremonies compare: no port at http's own (80), the port at any other", () => {
+    const atEighty = parseConfig({ ORIGIN_PORT: "80" });
+    expect(atEighty.ok && atEighty.value.console.origin).toBe("http://localhost");
+    expect(new URL("http://localhost:80/77/admin/agents").origin).toBe("http://localhost");
+    const atItsDefault = parseConfig({});
+    expect(atItsDefault.ok && atItsDefault.value.console.origin).toBe("http://localhost:8788");
+  });
+
   it("takes CONSOLE_ALLOWED_HOSTS as host names beside CONSOLE_ORIGIN's, and refuses one with a port", () => {
     const config = parseConfig({
       CONSOLE_ORIGIN: "https://console.example.com",

@@ -595,9 +595,13 @@ function consoleRelyingParty(env: {
   ORIGIN_PORT: number;
 }): Config["console"] {
   const rpId = env.CONSOLE_RP_ID ?? (isLoopbackHost(env.ORIGIN_HOST) ? "localhost" : env.ORIGIN_HOST);
+  const derived = `http://${rpId}:${env.ORIGIN_PORT}`;
+  // As a browser names it (the assertion's origin, compared as text): no port at http's own, 80.
   const origin = env.CONSOLE_ORIGIN
     ? new URL(env.CONSOLE_ORIGIN).origin
-    : `http://${rpId}:${env.ORIGIN_PORT}`;
+    : URL.canParse(derived)
+      ? new URL(derived).origin
+      : derived;
   // An origin that does not parse (an IP address as ORIGIN_HOST, which a passkey cannot use either)
   // leaves localhost, IP addresses and CONSOLE_ALLOWED_HOSTS.
   const own = URL.canParse(origin) ? [new URL(origin).hostname] : [];

@@ -9,7 +9,7 @@ import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { recordSecret } from "../../testing/secret-sink.ts";
 import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
-import { type AssertionOptions, SoftwarePasskey } from "../../testing/software-passkey.ts";
+import { type AssertionOptions, FLAG_UP, SoftwarePasskey } from "../../testing/software-passkey.ts";
 import { queryRows } from "../db/client.ts";
 import { markEnrolled } from "../passkeys/store.ts";
 
@@ -255,6 +255,21 @@ describe("console sign-in with a passkey (real origin, real Postgres)", () => {
     expect(logLines.some((line) => line.includes("evil.example"))).toBe(false);
     // The same passkey, counter and fresh challenge from the right origin signs in.
     await signedIn(alice, 10);
+  });
+
+  it("refuses an assertion made without user verification (no PIN or biometric asked), and one made for another relying party", async () => {
+    // Only the user present flag: whoever holds the device, without its PIN or biometric.
+    const unverified = await signIn(
+      authenticationResponse(alice, await challenge(), { signCount: 11, flags: FLAG_UP }),
+    );
+    expect(unverified.status).toBe(401);
+    expect(reasonOf(unverified)).toBe("does_not_verify");
+    const otherParty = await signIn(
+      authenticationResponse(alice, await challenge(), { signCount: 12, rpId: "evil.example" }),
+    );
+    expect(otherParty.status).toBe(401);
+    expect(reasonOf(otherParty)).toBe("does_not_verify");
+    await signedIn(alice, 13);
   });
 
   it("refuses an assertion made inside another origin's frame (crossOrigin, without topOrigin as Safari sends it), and spends its challenge", async () => {

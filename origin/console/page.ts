@@ -58,12 +58,18 @@ const vendorAsset = (name: (typeof CONSOLE_VENDOR_SCRIPTS)[number]): string => {
 /**
  * GET {base}/admin/agents (an HTML shell without operational data:
  * docs/operations.md#the-operator-console-and-metrics) and its scripts and stylesheet, served as
- * they are from origin/console/page/ and the dependencies' own bundles (no build step). The one
- * value put into the page is the API's base path, from the configuration.
+ * they are from origin/console/page/ and the dependencies' own bundles (no build step). The two
+ * values put into the page come from the configuration: the API's base path, and the console's
+ * origin (CONSOLE_ORIGIN), the only address its passkeys work at, which the page names when it is
+ * opened at another (docs/operations.md#signing-in-with-a-passkey).
  */
-export function createPageRouter(basePath: string): Hono<AppEnv> {
+export function createPageRouter(basePath: string, consoleOrigin: string): Hono<AppEnv> {
   const apiBase = `${basePath}/admin/agents`;
-  const html = asset("console.html").replaceAll("{{API_BASE}}", apiBase);
+  const html = asset("console.html")
+    .replaceAll("{{API_BASE}}", apiBase)
+    // As the configuration derived it: one that does not parse (an IPv6 listener's) names no
+    // address passkeys work at, and the page then says so at every address.
+    .replaceAll("{{CONSOLE_ORIGIN}}", attributeText(consoleOrigin));
   const script = asset("console.js");
   const style = asset("console.css");
   const router = new Hono<AppEnv>();
@@ -86,4 +92,9 @@ export function createPageRouter(basePath: string): Hono<AppEnv> {
     route(router, "/", consoleAssetOperationId(name), serve(asset(name), "text/javascript; charset=utf-8"));
   }
   return router;
+}
+
+/** Text as an HTML attribute's value holds it. */
+function attributeText(text: string): string {
+  return text.replaceAll("&", "&amp;").replaceAll('"', "&quot;").replaceAll("<", "&lt;");
 }

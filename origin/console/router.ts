@@ -72,7 +72,7 @@ export function createConsoleRouter(
     findSession: async (token) => (await findLiveSession(deps.database.db, token))?.operator ?? null,
   });
 
-  router.route("/", createPageRouter(deps.config.http.basePath));
+  router.route("/", createPageRouter(deps.config.http.basePath, deps.config.console.origin));
   // The console's own OpenAPI document: like the page, no data, so no token; private like it.
   const document = JSON.stringify(buildOpenApiDocument(deps.config.http.basePath, "admin"));
   route(router, "/", "consoleOpenApi", (c) =>

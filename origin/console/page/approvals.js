@@ -23,18 +23,25 @@
     let rows = [];
     let cursor = null;
     let enrolled = [];
+    // The passkey the operator chose in the list, and who was signed in when they chose it.
+    let picked = { keyId: "", by: "" };
 
     const signer = () => $("approval-passkey").value;
 
+    // Listed newest first, the enrolled passkeys may begin with another operator's, which this
+    // device does not hold: the one offered is the one chosen in this sign-in, else the signed-in
+    // operator's own, else the newest.
     function showSigners() {
       const select = $("approval-passkey");
-      const chosen = select.value;
+      const own = ctx.signedInKeyId();
+      const chosen = picked.by === own ? picked.keyId : "";
       select.replaceChildren(
         ...enrolled.map((passkey) =>
           el("option", { value: passkey.key_id }, `${passkey.operator} (${passkey.key_id})`),
         ),
       );
-      if (enrolled.some((passkey) => passkey.key_id === chosen)) select.value = chosen;
+      const offered = [chosen, own].find((keyId) => enrolled.some((passkey) => passkey.key_id === keyId));
+      if (offered) select.value = offered;
       select.disabled = enrolled.length === 0 || !ctx.canChange();
       const blocked = !ctx.canChange() ? ctx.readOnly : enrolled.length === 0 ? NO_PASSKEY : "";
       $("approvals-message").textContent = blocked;
@@ -125,6 +132,8 @@
       }
 
       async function approve() {
+        const elsewhere = ctx.passkeyElsewhere();
+        if (elsewhere) return say(elsewhere, "error", messageId);
         const webauthn = globalThis.SimpleWebAuthnBrowser;
         if (!webauthn?.browserSupportsWebAuthn())
           return say("This browser offers no WebAuthn: nothing can be signed here.", "error", messageId);
@@ -203,7 +212,10 @@
       return { node, prepare };
     }
 
-    $("approval-passkey").addEventListener("change", () => guarded(draw, "approvals-message"));
+    $("approval-passkey").addEventListener("change", () => {
+      picked = { keyId: signer(), by: ctx.signedInKeyId() };
+      guarded(draw, "approvals-message");
+    });
     $("approval-signer-form").addEventListener("submit", (event) => event.preventDefault());
     $("held-list-more").addEventListener("click", () => guarded(() => load(false), "approvals-message"));
 

@@ -8,8 +8,32 @@
 
 (() => {
   const API = document.querySelector('meta[name="console-api"]').getAttribute("content");
-  // `session` stands in for both tokens: an operator signed in with a passkey, named `operator`.
-  const tokens = { admin: "", change: "", session: "", operator: "" };
+  const CONSOLE_ORIGIN = document.querySelector('meta[name="console-origin"]').getAttribute("content");
+
+  // A passkey is bound to the console's origin (CONSOLE_ORIGIN). Opened at another address, the
+  // page gets no passkey (at an IP address the browser makes none), or one the origin refuses as
+  // a failed sign-in of this address (another port of the same name, through a tunnel): so the
+  // page says where passkeys work instead, and sends nothing.
+  function passkeyElsewhere() {
+    if (location.origin === CONSOLE_ORIGIN) return null;
+    let there;
+    try {
+      there = new URL(location.pathname + location.hash, CONSOLE_ORIGIN).href;
+    } catch {
+      return (
+        `Passkeys work at no address of this console: its origin, ${CONSOLE_ORIGIN}, is no address a browser opens ` +
+        "(set CONSOLE_ORIGIN and CONSOLE_RP_ID on the node). Nothing was sent."
+      );
+    }
+    return (
+      `Passkeys work only at the console's own address, ${there} (CONSOLE_ORIGIN), ` +
+      `and this page was opened at ${location.origin}: open the console there to use one. Nothing was sent.`
+    );
+  }
+
+  // `session` stands in for both tokens: an operator signed in with a passkey, named `operator`,
+  // with the passkey `keyId`.
+  const tokens = { admin: "", change: "", session: "", operator: "", keyId: "" };
   const signedIn = () => tokens.admin !== "" || tokens.session !== "";
   const canChange = () => tokens.change !== "" || tokens.session !== "";
   const $ = (id) => document.getElementById(id);
@@ -88,6 +112,8 @@
   // Signing in with a passkey: the options and the assertion go without any credential (they are
   // how the page gets one); the session's token answered comes back once and is kept in `tokens`.
   async function signInWithPasskey() {
+    const elsewhere = passkeyElsewhere();
+    if (elsewhere) return say(elsewhere, "error");
     const webauthn = globalThis.SimpleWebAuthnBrowser;
     if (!webauthn?.browserSupportsWebAuthn())
       return say("This browser offers no WebAuthn: sign in with the tokens.", "error");
@@ -119,6 +145,7 @@
     tokens.change = "";
     tokens.session = session.token;
     tokens.operator = session.operator;
+    tokens.keyId = session.key_id;
     await refresh();
     $("login").hidden = true;
     $("console").hidden = false;
@@ -520,6 +547,8 @@
     canChange,
     readOnly: READ_ONLY,
     signedInOperator: () => tokens.operator,
+    signedInKeyId: () => tokens.keyId,
+    passkeyElsewhere,
   };
   const passkeys = globalThis.ConsolePasskeys.create(pageContext);
   const approvals = globalThis.ConsoleApprovals.create(pageContext);
@@ -615,6 +644,7 @@
     tokens.change = "";
     tokens.session = "";
     tokens.operator = "";
+    tokens.keyId = "";
     showSignedIn();
     $("webhook-secret").textContent = "";
     $("webhook-secret").hidden = true;
@@ -641,6 +671,7 @@
     tokens.change = $("change-token").value;
     tokens.session = "";
     tokens.operator = "";
+    tokens.keyId = "";
     // The fields are cleared at once: the values now live only in `tokens`.
     $("admin-token").value = "";
     $("change-token").value = "";

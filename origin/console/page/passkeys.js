@@ -123,6 +123,8 @@
     $("passkey-form").addEventListener("submit", (event) => {
       event.preventDefault();
       if (!ctx.canChange()) return say(ctx.readOnly, "error", "passkey-message");
+      const elsewhere = ctx.passkeyElsewhere();
+      if (elsewhere) return say(elsewhere, "error", "passkey-message");
       const webauthn = globalThis.SimpleWebAuthnBrowser;
       if (!webauthn?.browserSupportsWebAuthn())
         return say(
