@@ -7,11 +7,13 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { isHttpUrl } from "../shared/http-url.ts";
 import { noArgumentsCommand } from "../shared/no-arguments.ts";
 import { ignoreUnreadOutput } from "../shared/node/unread-output.ts";
+import { parseHostTimeout } from "./host-timeout.ts";
 import { createWalletMcpServer } from "./server.ts";
 
 const USAGE = `usage: AGENT_TOKEN=agt_… AGENT_BASE_URL=http://127.0.0.1:8787/77 npm run mcp
   a stdio MCP server for an MCP host to start (docs/agents.md): the token and base URL come from
-  the environment only, never as arguments`;
+  the environment only, never as arguments; AGENT_MCP_HOST_TIMEOUT_SECONDS is the host's request
+  timeout (60 by default, as the official client's), which every tool call answers within`;
 
 // Served on a terminal, any argument would be ignored and the protocol wait silent on stdin.
 const args = noArgumentsCommand(process.argv.slice(2));
@@ -46,7 +48,16 @@ if (!isHttpUrl(baseUrl)) {
 // and exits 0 once the calls under way have finished (their answers, and any log line, are lost).
 ignoreUnreadOutput();
 process.stdout.once("error", () => process.stdin.destroy());
-const server = createWalletMcpServer({ baseUrl, token }, "0.1.0");
+// A host whose requests time out sooner than the official client's 60 s names its timeout, and every
+// tool call answers inside it (host-timeout.ts).
+const hostTimeout = parseHostTimeout(process.env.AGENT_MCP_HOST_TIMEOUT_SECONDS);
+if ("refused" in hostTimeout) {
+  process.stderr.write(`agent-wallet mcp: ${hostTimeout.refused}\n`);
+  process.exit(2);
+}
+const server = createWalletMcpServer({ baseUrl, token }, "0.1.0", {
+  hostTimeoutSeconds: hostTimeout.seconds,
+});
 const transport = new StdioServerTransport();
 // The SDK's stdio transport closes for good at a message over its buffer's limit (10 MB: a tool
 // argument that large), the only way it closes; the server then ended with exit 0 and nothing in

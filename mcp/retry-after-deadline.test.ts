@@ -1,9 +1,14 @@
-import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { describe, expect, it } from "vitest";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
-import { connectStdioHost, resultText, type ToolResult } from "./testing/stdio-host.ts";
+import {
+  connectStdioHost,
+  resultText,
+  SHORT_HOST_TIMEOUT_SECONDS,
+  type ToolResult,
+} from "./testing/stdio-host.ts";
 
-// `npm run mcp` as an MCP host runs it (the official client, its default request timeout), against
+// `npm run mcp` as an MCP host runs it (the official client, a request timeout of 20 s told to the
+// server as AGENT_MCP_HOST_TIMEOUT_SECONDS: its calls end 10 s in), against
 // a gateway in an outage that answers every transfer 503 with the longest Retry-After the client
 // waits out (30 s). Getting the gateway to say so for a minute is not possible on demand, so a
 // loopback server stands in for it.
@@ -20,16 +25,20 @@ describe("npm run mcp against a gateway answering 503 with Retry-After", () => {
         JSON.stringify({ error: { code: "service_unavailable", message: "the service is unavailable" } }),
       );
     });
-    const host = await connectStdioHost(`${gateway.url}/77`);
+    const host = await connectStdioHost(`${gateway.url}/77`, {
+      hostTimeoutSeconds: SHORT_HOST_TIMEOUT_SECONDS,
+    });
+    const timeout = SHORT_HOST_TIMEOUT_SECONDS * 1000;
     try {
       const started = Date.now();
-      // Without the deadline the client pauses 30 s twice, and the host's 60 s timeout ends the
-      // call first with McpError -32001 "Request timed out": the agent never learns the key.
-      const result = (await host.client.callTool({
-        name: "transfer",
-        arguments: { to: `0x${"11".repeat(20)}`, amount: "1000" },
-      })) as ToolResult;
-      expect(Date.now() - started).toBeLessThan(DEFAULT_REQUEST_TIMEOUT_MSEC);
+      // Without the deadline the client pauses 30 s, and the host's timeout ends the call first
+      // with McpError -32001 "Request timed out": the agent never learns the key.
+      const result = (await host.client.callTool(
+        { name: "transfer", arguments: { to: `0x${"11".repeat(20)}`, amount: "1000" } },
+        undefined,
+        { timeout },
+      )) as ToolResult;
+      expect(Date.now() - started).toBeLessThan(timeout);
       const text = resultText(result);
       expect(result.isError, text).toBe(true);
       const { error } = JSON.parse(text) as { error: Record<string, unknown> };

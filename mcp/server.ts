@@ -25,6 +25,7 @@ import {
 import { RPC_READ_ALLOWLIST } from "../shared/constants.ts";
 import { idempotencyKeySchema } from "../shared/gateway-schemas.ts";
 import { policyCheckResponseSchema, policyResponseSchema } from "../shared/policy-schemas.ts";
+import { DEFAULT_HOST_TIMEOUT_SECONDS, toolCallTimings } from "./host-timeout.ts";
 
 export const MCP_TOOLS = [
   "network",
@@ -38,25 +39,17 @@ export const MCP_TOOLS = [
   "update_policy",
 ] as const;
 
-/** The most `?wait=` holds a read (docs/events.md#waiting-for-an-action). */
-const MAX_WAIT_SECONDS = 30;
-/**
- * How long `wait: true` follows an action before it answers that it has not ended: well inside
- * the 60 s an MCP host's request times out after by default (the official client's
- * DEFAULT_REQUEST_TIMEOUT_MSEC), or the host gives up first and the agent learns nothing.
- */
-const WAIT_UNTIL_ENDED_MS = 45_000;
-/**
- * The longest a tool call waits for the gateway, its retries included: past the 45 s of a wait,
- * inside the host's 60 s. A gateway (or a proxy before it) that stalls then answers the call as a
- * ServiceUnavailable `gateway_timeout` naming the money request's idempotency key, which the host
- * would otherwise never see: its own timeout ends the call with no result, and a call made again
- * without the key could pay twice.
- */
-const TOOL_CALL_DEADLINE_MS = 50_000;
-
 /** Where the server's gateway is and how it is reached; the token is the server's, from its environment. */
 export type WalletMcpGateway = { baseUrl: string; token: string; fetch?: FetchLike };
+
+/**
+ * A tool call's time, fitted inside the host's request timeout (host-timeout.ts). A gateway (or a
+ * proxy before it) that stalls past the deadline answers the call as a ServiceUnavailable
+ * `gateway_timeout` naming the money request's idempotency key, which the host would otherwise
+ * never see: its own timeout ends the call with no result, and a call made again without the key
+ * could pay twice.
+ */
+export type WalletMcpOptions = { hostTimeoutSeconds?: number };
 
 /** Named as fetch names the abort of a timeout signal, so the client words it as `gateway_timeout`. */
 class ToolCallTimedOut extends Error {
@@ -67,7 +60,14 @@ class ToolCallTimedOut extends Error {
 const RETRY_RULE =
   "An error named SignerUnavailable or ServiceUnavailable (agent_signer_unavailable, chain_unavailable, service_unavailable, no answer): nothing was signed, or the answer was lost; call again with the same idempotency_key (it is in the error), which never pays twice. Any other error that names an action_id (limit_exceeded, insufficient_funds, funding_gate_closed, faucet_cooldown, reverted, …) is final for that key: the same key answers the same error; send a new request with a new key once the cause is gone.";
 
-export function createWalletMcpServer(gateway: WalletMcpGateway, version: string): McpServer {
+export function createWalletMcpServer(
+  gateway: WalletMcpGateway,
+  version: string,
+  options: WalletMcpOptions = {},
+): McpServer {
+  const { deadlineMs, waitUntilEndedMs, maxWaitSeconds } = toolCallTimings(
+    options.hostTimeoutSeconds ?? DEFAULT_HOST_TIMEOUT_SECONDS,
+  );
   const server = new McpServer({ name: "agent-wallet", version });
   const baseFetch: FetchLike = gateway.fetch ?? globalThis.fetch.bind(globalThis);
   /**
@@ -84,10 +84,10 @@ export function createWalletMcpServer(gateway: WalletMcpGateway, version: string
       () =>
         deadline.abort(
           new ToolCallTimedOut(
-            `no whole answer within ${TOOL_CALL_DEADLINE_MS / 1000} s, the longest a tool call waits`,
+            `no whole answer within ${deadlineMs / 1000} s, the longest a tool call waits`,
           ),
         ),
-      TOOL_CALL_DEADLINE_MS,
+      deadlineMs,
     );
     const fetch: FetchLike = (input, init) =>
       baseFetch(input, {
@@ -99,7 +99,7 @@ export function createWalletMcpServer(gateway: WalletMcpGateway, version: string
       baseUrl: gateway.baseUrl,
       token: gateway.token,
       fetch,
-      retryDeadline: Date.now() + TOOL_CALL_DEADLINE_MS,
+      retryDeadline: Date.now() + deadlineMs,
     });
     try {
       const answer = await call(client);
@@ -199,21 +199,20 @@ export function createWalletMcpServer(gateway: WalletMcpGateway, version: string
   server.registerTool(
     "action_status",
     {
-      description:
-        "A faucet or transfer action's status (requested, held, approved, signed, submitted, confirmed); an action that ended failed or reverted is an error result naming its code, and a held one an operator rejected or let expire a PolicyDenied error naming its rule. With wait as a number of seconds, the answer comes as soon as the status changes from what it is now (or at once if it has ended), else when those seconds pass with it unchanged; with wait true, once the action ends, or after 45 s a ServiceUnavailable wait_timeout error naming the status it is still in (call again to go on waiting).",
+      description: `A faucet or transfer action's status (requested, held, approved, signed, submitted, confirmed); an action that ended failed or reverted is an error result naming its code, and a held one an operator rejected or let expire a PolicyDenied error naming its rule. With wait as a number of seconds, the answer comes as soon as the status changes from what it is now (or at once if it has ended), else when those seconds pass with it unchanged; with wait true, once the action ends, or after ${waitUntilEndedMs / 1000} s a ServiceUnavailable wait_timeout error naming the status it is still in (call again to go on waiting).`,
       inputSchema: {
         action_id: z.string().uuid(),
         wait: z
-          .union([z.boolean(), z.number().int().min(0).max(MAX_WAIT_SECONDS)])
+          .union([z.boolean(), z.number().int().min(0).max(maxWaitSeconds)])
           .default(false)
           .describe(
-            `seconds (0 to ${MAX_WAIT_SECONDS}): answer on the next change of status, or after that long unchanged; true: wait (up to ${WAIT_UNTIL_ENDED_MS / 1000} s) until it ends: confirmed, failed or reverted (an x402 authorization at signed)`,
+            `seconds (0 to ${maxWaitSeconds}): answer on the next change of status, or after that long unchanged; true: wait (up to ${waitUntilEndedMs / 1000} s) until it ends: confirmed, failed or reverted (an x402 authorization at signed)`,
           ),
       },
     },
     ({ action_id, wait }) =>
       run(async (client) => {
-        if (wait === true) return client.waitForAction(action_id, { timeoutMs: WAIT_UNTIL_ENDED_MS });
+        if (wait === true) return client.waitForAction(action_id, { timeoutMs: waitUntilEndedMs });
         const waitSeconds = typeof wait === "number" && wait > 0 ? wait : undefined;
         return outcome(await client.action(action_id, { waitSeconds }));
       }),

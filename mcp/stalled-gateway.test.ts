@@ -1,10 +1,10 @@
-import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { describe, expect, it } from "vitest";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
 import {
   connectStdioHost,
   HOST_TOKEN,
   resultText,
+  SHORT_HOST_TIMEOUT_SECONDS,
   spawnBareServer,
   type ToolResult,
 } from "./testing/stdio-host.ts";
@@ -13,11 +13,14 @@ import {
 // a gateway that takes each request and never answers. The gateway never stalls so on its own, so
 // a loopback server stands in for the fault only (a proxy or a host before it that hangs).
 
-// Its two tests wait out the server's real 50 s deadline (inside the host's real 60 s), each with
-// its own gateway and server: side by side, the file takes one wait instead of two.
+// Its two tests wait out the server's deadline, each with its own gateway and server: side by side,
+// the file takes one wait instead of two. Their host times out after 20 s, so the deadline is 10 s
+// (mcp/host-timeout.ts: 50 s inside the official client's default 60, by the same margins).
+const HOST_TIMEOUT_MS = SHORT_HOST_TIMEOUT_SECONDS * 1000;
+
 describe.concurrent("npm run mcp against a gateway that stalls", () => {
   // Mutation: without the tool call's deadline the server waits on the gateway for ever; the host
-  // gives up at its 60 s with "Request timed out" (McpError -32001) and the agent never learns the
+  // gives up at its timeout with "Request timed out" (McpError -32001) and the agent never learns the
   // key under which the transfer may have gone out, so calling again pays again.
   it("a transfer answers within the host's timeout: a ServiceUnavailable gateway_timeout naming its key, every attempt sent with it", async () => {
     const keys: string[] = [];
@@ -27,14 +30,17 @@ describe.concurrent("npm run mcp against a gateway that stalls", () => {
       keys.push((JSON.parse(body) as { idempotency_key: string }).idempotency_key);
       // Takes the request, answers nothing.
     });
-    const host = await connectStdioHost(`${gateway.url}/77`);
+    const host = await connectStdioHost(`${gateway.url}/77`, {
+      hostTimeoutSeconds: SHORT_HOST_TIMEOUT_SECONDS,
+    });
     try {
       const started = Date.now();
-      const result = (await host.client.callTool({
-        name: "transfer",
-        arguments: { to: `0x${"11".repeat(20)}`, amount: "1000" },
-      })) as ToolResult;
-      expect(Date.now() - started).toBeLessThan(DEFAULT_REQUEST_TIMEOUT_MSEC);
+      const result = (await host.client.callTool(
+        { name: "transfer", arguments: { to: `0x${"11".repeat(20)}`, amount: "1000" } },
+        undefined,
+        { timeout: HOST_TIMEOUT_MS },
+      )) as ToolResult;
+      expect(Date.now() - started).toBeLessThan(HOST_TIMEOUT_MS);
       const text = resultText(result);
       expect(result.isError).toBe(true);
       const { error } = JSON.parse(text) as { error: Record<string, unknown> };
@@ -43,7 +49,7 @@ describe.concurrent("npm run mcp against a gateway that stalls", () => {
         code: "gateway_timeout",
         idempotency_key: expect.stringMatching(/^transfer-/),
       });
-      expect(error.message).toMatch(/no answer from POST .* in time \(no whole answer within 50 s/);
+      expect(error.message).toMatch(/no answer from POST .* in time \(no whole answer within 10 s/);
       expect(keys.length).toBeGreaterThan(0);
       expect(new Set(keys)).toEqual(new Set([error.idempotency_key]));
       expect(`${text}${host.stderr()}`).not.toContain(HOST_TOKEN);
@@ -64,9 +70,11 @@ describe.concurrent("npm run mcp against a gateway that stalls", () => {
       received();
       // Takes the request, answers nothing.
     });
-    const server = spawnBareServer(`${gateway.url}/77`, "ignore");
+    const server = spawnBareServer(`${gateway.url}/77`, "ignore", {
+      hostTimeoutSeconds: SHORT_HOST_TIMEOUT_SECONDS,
+    });
     const { child } = server;
-    const killer = setTimeout(() => child.kill("SIGKILL"), 80_000);
+    const killer = setTimeout(() => child.kill("SIGKILL"), 40_000);
     try {
       server.initialize();
       server.send({

@@ -1,6 +1,7 @@
 /**
  * `npm run mcp` as an MCP host runs it: the program from its current bundle, spoken to over stdio by
- * the official client with its defaults (its 60 s request timeout among them), against the gateway
+ * the official client with its defaults (its 60 s request timeout among them, unless the test names
+ * a shorter one to the server and to its calls alike), against the gateway
  * base URL a test gives, with a token of the real shape that the test can look for in what it reads.
  */
 import { type ChildProcessByStdio, spawn } from "node:child_process";
@@ -23,13 +24,31 @@ export type StdioHost = {
   close(): Promise<void>;
 };
 
-/** Starts the server against `baseUrl` (the chain segment included) and connects the official client. */
-export async function connectStdioHost(baseUrl: string): Promise<StdioHost> {
+/**
+ * A host that times out after 20 s (AGENT_MCP_HOST_TIMEOUT_SECONDS, and the client's `timeout` on
+ * each call): its server's tool calls end 10 s in, where the official client's default 60 s puts
+ * them at 50 s (mcp/host-timeout.ts), so a test that waits a deadline out waits 10 s.
+ */
+export const SHORT_HOST_TIMEOUT_SECONDS = 20;
+
+/**
+ * Starts the server against `baseUrl` (the chain segment included) and connects the official client.
+ * `hostTimeoutSeconds` is told to the server; the test passes the same to its calls as `timeout`.
+ */
+export async function connectStdioHost(
+  baseUrl: string,
+  options: { hostTimeoutSeconds?: number } = {},
+): Promise<StdioHost> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: programArgs("mcp/main.ts"),
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? "", AGENT_TOKEN: HOST_TOKEN, AGENT_BASE_URL: baseUrl },
+    env: {
+      PATH: process.env.PATH ?? "",
+      AGENT_TOKEN: HOST_TOKEN,
+      AGENT_BASE_URL: baseUrl,
+      ...hostTimeoutEnv(options.hostTimeoutSeconds),
+    },
     stderr: "pipe",
   });
   let stderr = "";
@@ -39,6 +58,10 @@ export async function connectStdioHost(baseUrl: string): Promise<StdioHost> {
   const client = new Client({ name: "mcp-test", version: "1.0.0" });
   await client.connect(transport);
   return { client, stderr: () => stderr, close: () => client.close() };
+}
+
+function hostTimeoutEnv(seconds: number | undefined): Record<string, string> {
+  return seconds === undefined ? {} : { AGENT_MCP_HOST_TIMEOUT_SECONDS: String(seconds) };
 }
 
 /** A tool result's text parts, joined. */
@@ -60,11 +83,20 @@ export type BareServer = {
   stderr(): string;
 };
 
-export function spawnBareServer(baseUrl: string, stdout: "pipe" | "ignore"): BareServer {
+export function spawnBareServer(
+  baseUrl: string,
+  stdout: "pipe" | "ignore",
+  options: { hostTimeoutSeconds?: number } = {},
+): BareServer {
   // A union for stdout leaves spawn's overloads without the pipes' types: named here.
   const child = spawn(process.execPath, programArgs("mcp/main.ts"), {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH, AGENT_TOKEN: HOST_TOKEN, AGENT_BASE_URL: baseUrl },
+    env: {
+      PATH: process.env.PATH,
+      AGENT_TOKEN: HOST_TOKEN,
+      AGENT_BASE_URL: baseUrl,
+      ...hostTimeoutEnv(options.hostTimeoutSeconds),
+    },
     stdio: ["pipe", stdout, "pipe"],
   }) as ChildProcessByStdio<Writable, Readable | null, Readable>;
   let stderr = "";
