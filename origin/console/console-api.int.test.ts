@@ -12,11 +12,11 @@ import {
   webhookReplayResponseSchema,
   webhooksOverviewSchema,
 } from "../../shared/console-schemas.ts";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { consoleCalls, consoleSecrets, withoutRequestId } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { registerAsEdge } from "../../testing/register-as-edge.ts";
 import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
@@ -43,15 +43,7 @@ describe("operator console API", () => {
   const reader = () => consoleCalls(origin.base, { admin: secrets.adminToken });
 
   const register = async (ip: string): Promise<Created> => {
-    const response = await send(`${origin.base}/agent/v1/register`, {
-      method: "POST",
-      headers: {
-        [HEADER_REGISTRATION]: "1",
-        [HEADER_EDGE_SECRET]: EDGE_SECRET,
-        [HEADER_REGISTRATION_IP]: ip,
-      },
-      body: "{}",
-    });
+    const response = await registerAsEdge(origin.base, EDGE_SECRET, ip);
     expect(response.status).toBe(201);
     return response.body as Created;
   };
@@ -500,9 +492,14 @@ describe("operator console API", () => {
     expect(html).not.toMatch(/\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b/);
     expect(html).not.toContain(secrets.adminToken);
     expect(html).not.toContain(hashIpGroup(IP_SECRET, "81.3.0.1"));
-    // The shell is the file as it is, with only the API's path put in: nothing of the database.
+    // The shell is the file as it is, with only the API's path and the console's origin (the
+    // configuration's, CONSOLE_ORIGIN as derived for this origin) put in: nothing of the database.
     const template = readFileSync(new URL("./page/console.html", import.meta.url), "utf8");
-    expect(html).toBe(template.replaceAll("{{API_BASE}}", "/77/admin/agents"));
+    expect(html).toBe(
+      template
+        .replaceAll("{{API_BASE}}", "/77/admin/agents")
+        .replaceAll("{{CONSOLE_ORIGIN}}", "http://localhost:8788"),
+    );
     expect(html).toContain('<dl id="counters" class="grid"></dl>');
     expect(html).toContain('<div id="identities"></div>');
     // No inline script or style: the CSP would refuse them anyway.
