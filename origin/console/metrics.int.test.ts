@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { freePort } from "../../testing/free-port.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { type Exposition, parsePrometheusText } from "../../testing/prometheus.ts";
+import { registerAsEdge } from "../../testing/register-as-edge.ts";
 import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { sweepIdentities } from "../identity/sweep.ts";
 import { updateRegistrationPolicy } from "../registration/policy-repository.ts";
@@ -50,15 +50,7 @@ describe("GET {base}/metrics", () => {
   const refusals = (metrics: Exposition, tier: string): number | undefined =>
     metrics.value("origin_limiter_refusals_total", { tier });
   const register = (target: TestOrigin, ip: string): Promise<TestResponse> =>
-    send(`${target.base}/agent/v1/register`, {
-      method: "POST",
-      headers: {
-        [HEADER_REGISTRATION]: "1",
-        [HEADER_EDGE_SECRET]: EDGE_SECRET,
-        [HEADER_REGISTRATION_IP]: ip,
-      },
-      body: "{}",
-    });
+    registerAsEdge(target.base, EDGE_SECRET, ip);
 
   beforeAll(async () => {
     testDb = await createTestDatabase();

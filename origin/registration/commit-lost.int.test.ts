@@ -2,12 +2,12 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseBearerHeader } from "../../shared/agent-token.ts";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { holdLock } from "../../testing/held-lock.ts";
-import { send, type TestResponse } from "../../testing/http.ts";
+import type { TestResponse } from "../../testing/http.ts";
 import { waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { registerAsEdge } from "../../testing/register-as-edge.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { startTcpProxy, type TcpProxy } from "../../testing/tcp-proxy.ts";
 import { connectDatabase, type DatabaseHandle, queryRows } from "../db/client.ts";
@@ -71,16 +71,7 @@ describe("a registration whose commit's answer is lost with the database link", 
   /** A registration, sent once the test holds the commits of issuances; resolves once its commit waits. */
   async function registerUntilItCommits(ip: string) {
     const hold = await holdLock(db(), sql`select pg_advisory_xact_lock(${COMMIT_HOLD})`);
-    const pending: Promise<TestResponse> = send(`${origin.base}/agent/v1/register`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        [HEADER_REGISTRATION]: "1",
-        [HEADER_EDGE_SECRET]: EDGE_SECRET,
-        [HEADER_REGISTRATION_IP]: ip,
-      },
-      body: "{}",
-    });
+    const pending: Promise<TestResponse> = registerAsEdge(origin.base, EDGE_SECRET, ip);
     await waitUntilBlockedBy(db(), { holder: hold.pid, statement: COMMIT, what: "the issuance's commit" });
     return { hold, pending };
   }

@@ -4,13 +4,13 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { toHex } from "../../shared/hex.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { type EnclaveProcess, startEnclaveProcess } from "../../testing/enclave-process.ts";
-import { send, type TestResponse } from "../../testing/http.ts";
+import type { TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { registerAsEdge } from "../../testing/register-as-edge.ts";
 import { okTicksOf } from "../../testing/worker-ticks.ts";
 import { queryRows } from "../db/client.ts";
 import { createBatch, createBatchWhileShort, failBatch } from "../keypool/batch-repository.ts";
@@ -39,16 +39,7 @@ describe("public registration refills the key pool on demand (real enclave)", ()
   let origin: TestOrigin;
   const db = () => testDb.handle.db;
 
-  const register = (ip: string): Promise<TestResponse> =>
-    send(`${origin.base}/agent/v1/register`, {
-      method: "POST",
-      headers: {
-        [HEADER_REGISTRATION]: "1",
-        [HEADER_EDGE_SECRET]: EDGE_SECRET,
-        [HEADER_REGISTRATION_IP]: ip,
-      },
-      body: "{}",
-    });
+  const register = (ip: string): Promise<TestResponse> => registerAsEdge(origin.base, EDGE_SECRET, ip);
   const freeKeys = async (): Promise<number> =>
     (
       await queryRows<{ n: number }>(db(), sql`select count(*)::int as n from key_pool where status = 'free'`)

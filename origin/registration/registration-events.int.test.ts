@@ -5,13 +5,13 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { NODE_EVENT_TYPES } from "../../shared/event-types.ts";
 import { sleep } from "../../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { type FollowedStream, followEvents } from "../../testing/event-stream.ts";
-import { send, type TestResponse } from "../../testing/http.ts";
+import type { TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { registerAsEdge } from "../../testing/register-as-edge.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
 import { queryRows } from "../db/client.ts";
@@ -52,17 +52,7 @@ describe("the node's registration events (real Postgres, the origin, a webhook r
   let agentId: string;
   const db = () => testDb.handle.db;
 
-  const register = (ip = publicIp()): Promise<TestResponse> =>
-    send(`${origin.base}/agent/v1/register`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        [HEADER_REGISTRATION]: "1",
-        [HEADER_EDGE_SECRET]: EDGE_SECRET,
-        [HEADER_REGISTRATION_IP]: ip,
-      },
-      body: "{}",
-    });
+  const register = (ip = publicIp()): Promise<TestResponse> => registerAsEdge(origin.base, EDGE_SECRET, ip);
   const setPolicy = (changes: Parameters<typeof updateRegistrationPolicy>[1]["changes"]) =>
     updateRegistrationPolicy(db(), { changes, reason: "test", source: "cli" });
   const nodeEvents = async (type: string): Promise<NodeEvent[]> =>

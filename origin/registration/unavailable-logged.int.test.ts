@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { holdLock } from "../../testing/held-lock.ts";
-import { send, type TestResponse } from "../../testing/http.ts";
+import type { TestResponse } from "../../testing/http.ts";
 import { waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { registerAsEdge } from "../../testing/register-as-edge.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { startTcpProxy, type TcpProxy } from "../../testing/tcp-proxy.ts";
 import { connectDatabase, type DatabaseHandle } from "../db/client.ts";
@@ -34,16 +34,7 @@ describe("a registration the database fails is logged with its cause", () => {
   const db = () => testDb.handle.db;
 
   function register(ip: string): Promise<TestResponse> {
-    return send(`${origin.base}/agent/v1/register`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        [HEADER_REGISTRATION]: "1",
-        [HEADER_EDGE_SECRET]: EDGE_SECRET,
-        [HEADER_REGISTRATION_IP]: ip,
-      },
-      body: "{}",
-    });
+    return registerAsEdge(origin.base, EDGE_SECRET, ip);
   }
 
   function expectUnavailable(response: TestResponse): void {

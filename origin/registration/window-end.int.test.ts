@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { send, type TestResponse } from "../../testing/http.ts";
+import type { TestResponse } from "../../testing/http.ts";
 import { backendPid, waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { registerAsEdge } from "../../testing/register-as-edge.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { hashIpGroup } from "./ip-classification.ts";
 import { updateRegistrationPolicy } from "./policy-repository.ts";
@@ -32,16 +32,7 @@ const time = { now: 0 };
 const clock = { now: () => new Date(time.now) };
 
 function register(origin: TestOrigin, ip: string): Promise<TestResponse> {
-  return send(`${origin.base}/agent/v1/register`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      [HEADER_REGISTRATION]: "1",
-      [HEADER_EDGE_SECRET]: EDGE_SECRET,
-      [HEADER_REGISTRATION_IP]: ip,
-    },
-    body: "{}",
-  });
+  return registerAsEdge(origin.base, EDGE_SECRET, ip);
 }
 
 function retryAfterOf(response: TestResponse): number {
