@@ -85,6 +85,32 @@ export const webhookReplayRequestSchema = z
   });
 export type WebhookReplayRequest = z.infer<typeof webhookReplayRequestSchema>;
 
+/**
+ * How long a rotated secret's predecessor still signs beside it (the console's and `npm run
+ * webhooks -- rotate-secret`'s): a day unless named (Standard Webhooks' example: a day for
+ * receivers to take the new one), at most a week, 0 for a secret that leaked.
+ */
+export const DEFAULT_SECRET_OVERLAP_HOURS = 24;
+export const MAX_SECRET_OVERLAP_HOURS = 168;
+
+/** POST {base}/admin/agents/webhooks/{endpoint_id}/rotate-secret. */
+export const webhookRotateSecretRequestSchema = z.strictObject({
+  overlap_hours: z
+    .number({ error: `overlap_hours must be a whole number of hours from 0 to ${MAX_SECRET_OVERLAP_HOURS}` })
+    .int(`overlap_hours must be a whole number of hours from 0 to ${MAX_SECRET_OVERLAP_HOURS}`)
+    .min(0, `overlap_hours must be a whole number of hours from 0 to ${MAX_SECRET_OVERLAP_HOURS}`)
+    .max(
+      MAX_SECRET_OVERLAP_HOURS,
+      `overlap_hours must be a whole number of hours from 0 to ${MAX_SECRET_OVERLAP_HOURS}`,
+    )
+    .optional()
+    .describe(
+      `how long the replaced secret still signs: ${DEFAULT_SECRET_OVERLAP_HOURS} when absent, 0 when it leaked`,
+    ),
+  reason: reasonSchema,
+});
+export type WebhookRotateSecretRequest = z.infer<typeof webhookRotateSecretRequestSchema>;
+
 // ─── Responses ───────────────────────────────────────────────────────────────────────────────
 
 export const settingsChangeResponseSchema = z.object({
@@ -313,7 +339,7 @@ export const webhooksOverviewSchema = z.object({
 });
 export type WebhooksOverview = z.infer<typeof webhooksOverviewSchema>;
 
-/** The added endpoint with its secret: the only answer that ever shows it. */
+/** The added endpoint with its secret: shown in this answer once (and a new one on a rotation). */
 export const webhookAddResponseSchema = webhookEndpointSchema.extend({
   secret: z.string().describe("whsec_ and base64: shown once, kept by the receiver to verify v1"),
 });
@@ -324,3 +350,11 @@ export type WebhookRemoveResponse = z.infer<typeof webhookRemoveResponseSchema>;
 
 export const webhookReplayResponseSchema = z.object({ id: z.uuid(), queued: count });
 export type WebhookReplayResponse = z.infer<typeof webhookReplayResponseSchema>;
+
+/** The endpoint's new secret: shown in this answer once, as an added endpoint's is. */
+export const webhookRotateSecretResponseSchema = z.object({
+  id: z.uuid(),
+  secret: z.string().describe("whsec_ and base64: shown once, kept by the receiver to verify v1"),
+  previous_secret_until: z.string().describe("when the secret it replaces stops signing beside it"),
+});
+export type WebhookRotateSecretResponse = z.infer<typeof webhookRotateSecretResponseSchema>;

@@ -4,6 +4,7 @@
  */
 import type { ReplayScope } from "../../origin/webhooks/endpoints.ts";
 import { parseEventTypes, WEBHOOK_EVENT_TYPES } from "../../origin/webhooks/event-types.ts";
+import { DEFAULT_SECRET_OVERLAP_HOURS, MAX_SECRET_OVERLAP_HOURS } from "../../shared/console-schemas.ts";
 import { MAX_EVENT_ID, MAX_WEBHOOK_URL_LENGTH, parseEventId } from "../../shared/event-types.ts";
 import { isUuid } from "../../shared/uuid.ts";
 import { refuseFlagsNotTaken, UsageError } from "./cli-shell.ts";
@@ -22,13 +23,6 @@ export type WebhooksCommand =
     }
   | { command: "add-key" }
   | { command: "retire-key"; kid: string };
-
-/**
- * How long a rotated-out secret signs beside the new one unless told (Standard Webhooks' example:
- * a day for receivers to take the new one); 0 stops it at once (a secret that leaked).
- */
-export const DEFAULT_SECRET_OVERLAP_HOURS = 24;
-const MAX_SECRET_OVERLAP_HOURS = 168;
 
 /** The flags each command takes; another is a usage error. */
 const TAKES = {

@@ -10,6 +10,7 @@ import {
   settingsChangeResponseSchema,
   webhookAddResponseSchema,
   webhookReplayResponseSchema,
+  webhookRotateSecretResponseSchema,
   webhooksOverviewSchema,
 } from "../../shared/console-schemas.ts";
 import { consoleCalls, consoleSecrets, withoutRequestId } from "../../testing/console-client.ts";
@@ -17,6 +18,7 @@ import { createTestDatabase, type TestDatabase } from "../../testing/database.ts
 import { send, type TestResponse } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { registerAsEdge } from "../../testing/register-as-edge.ts";
+import { recordSecret } from "../../testing/secret-sink.ts";
 import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
 import { queryRows } from "../db/client.ts";
 import { grantException } from "../funding/exceptions.ts";
@@ -651,13 +653,49 @@ describe("operator console API", () => {
       expect(beyond.body, field).toMatchObject({ error: { code: "validation_failed" } });
     }
 
+    // A new secret, shown once; an overlap outside 0 to 168 hours is refused, changing nothing.
+    for (const overlap of [-1, 169, 1.5, "24"]) {
+      const refusedRotation = await operator().post(`/webhooks/${endpoint.id}/rotate-secret`, {
+        overlap_hours: overlap,
+        reason: "refused",
+      });
+      expect(refusedRotation.status, String(overlap)).toBe(400);
+      expect(refusedRotation.body, String(overlap)).toMatchObject({
+        error: {
+          code: "validation_failed",
+          message: expect.stringContaining("overlap_hours must be a whole number of hours from 0 to 168"),
+        },
+      });
+    }
+    expect(
+      (await reader().post(`/webhooks/${endpoint.id}/rotate-secret`, { reason: "read only" })).status,
+    ).toBe(401);
+    const rotation = await operator().post(`/webhooks/${endpoint.id}/rotate-secret`, {
+      overlap_hours: 2,
+      reason: "yearly rotation",
+    });
+    expect(rotation.status).toBe(200);
+    const rotated = webhookRotateSecretResponseSchema.parse(rotation.body);
+    recordSecret(rotated.secret);
+    expect(rotated).toMatchObject({
+      id: endpoint.id,
+      secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
+    });
+    expect(rotated.secret).not.toBe(endpoint.secret);
+    const hoursLeft = (Date.parse(rotated.previous_secret_until) - Date.now()) / 3_600_000;
+    expect(hoursLeft).toBeGreaterThan(1.9);
+    expect(hoursLeft).toBeLessThanOrEqual(2);
+    expect(JSON.stringify((await reader().get("/webhooks")).body)).not.toContain(rotated.secret);
+
     const removed = await operator().post(`/webhooks/${endpoint.id}/remove`, { reason: "decommissioned" });
     expect(removed.status).toBe(200);
     expect(removed.body).toEqual({ id: endpoint.id, removed: true });
     for (const path of [
       `/webhooks/${endpoint.id}/remove`,
       `/webhooks/${endpoint.id}/replay`,
+      `/webhooks/${endpoint.id}/rotate-secret`,
       "/webhooks/nope/remove",
+      "/webhooks/nope/rotate-secret",
     ]) {
       const missing = await operator().post(path, { reason: "again" });
       expect(missing.status, path).toBe(404);
@@ -673,6 +711,17 @@ describe("operator console API", () => {
         before: "https://93.184.216.34/hook (action.confirmed,action.failed)",
         after: "removed",
         reason: "decommissioned",
+        source: "console",
+        operator: null,
+        passkey_key_id: null,
+      },
+      {
+        kind: "webhook_endpoint",
+        subject: endpoint.id,
+        change: "rotate_secret",
+        before: "secret",
+        after: `new secret; the old one signs beside it until ${rotated.previous_secret_until}`,
+        reason: "yearly rotation",
         source: "console",
         operator: null,
         passkey_key_id: null,

@@ -12,6 +12,7 @@ import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { send } from "../../testing/http.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { recordSecret } from "../../testing/secret-sink.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../../testing/webhook-receiver.ts";
 import { queryRows } from "../db/client.ts";
@@ -188,7 +189,7 @@ describe("the operator console page in a browser", () => {
     await page.close();
   });
 
-  it("adds a webhook endpoint (its secret shown once), shows its delivery, and Replay sends it again under the same webhook-id", async () => {
+  it("adds a webhook endpoint (its secret shown once), shows its delivery, Replay sends it again under the same webhook-id, and Rotate secret gives it a new one, shown once, the next delivery's only v1", async () => {
     const page = await context.newPage();
     const problems: string[] = [];
     page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
@@ -266,10 +267,48 @@ describe("the operator console page in a browser", () => {
     expect(again.body.data.event_id).toBe(event!.id);
     expect(again).toMatchObject({ v1: true, v1a: true });
 
-    // Both changes are in the audit, through the console, with their reasons.
+    // Rotate the secret, with no overlap (as for one that leaked): the endpoint's button prepares
+    // the form, the new secret is shown once, and the next delivery verifies with it alone.
+    await endpoint.locator('button[data-action="rotate-secret"]').click();
+    expect(await page.inputValue("#webhook-endpoint")).toBe(endpointId);
+    expect(await page.inputValue("#webhook-action")).toBe("rotate-secret");
+    await page.fill("#webhook-overlap", "0");
+    await page.fill("#webhook-change-reason", "the secret leaked");
+    await page.click("#webhook-change-form button[type=submit]");
+    await expect
+      .poll(() => page.textContent("#webhook-change-message"))
+      .toMatch(new RegExp(`^${endpointId}: a new secret, below, shown once`));
+    const rotated = (await page.textContent("#webhook-rotated-secret"))!;
+    recordSecret(rotated);
+    expect(rotated).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(rotated).not.toBe(secret);
+    receiver.secret = rotated;
+    await row.locator('button[data-action="replay"]').click();
+    await page.fill("#webhook-change-reason", "after the rotation");
+    await page.click("#webhook-change-form button[type=submit]");
+    await expect.poll(() => receiver.received.length, { timeout: 15_000 }).toBe(3);
+    const rotatedDelivery = receiver.received[2]!;
+    expect(rotatedDelivery).toMatchObject({ v1: true, v1a: true });
+    expect(
+      rotatedDelivery.headers["webhook-signature"].split(" ").filter((each) => each.startsWith("v1,")),
+    ).toHaveLength(1);
+    // The page keeps the secret only until the next change.
+    expect(await page.isHidden("#webhook-rotated-secret")).toBe(true);
+    expect(
+      JSON.stringify(
+        (
+          await send(`${origin.base}/admin/agents/webhooks`, {
+            headers: { "x-admin-api-token": secrets.adminToken },
+          })
+        ).body,
+      ),
+    ).not.toContain(rotated);
+
+    // Every change is in the audit, through the console, with its reason.
     for (const [reason, change] of [
       ["the browser test's receiver", "add"],
       ["the receiver lost it", "replay"],
+      ["the secret leaked", "rotate_secret"],
     ]) {
       const audited = page.locator("#audit tr", { hasText: reason });
       const auditCells = await audited.locator("td").allTextContents();

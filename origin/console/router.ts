@@ -103,6 +103,7 @@ export function createConsoleRouter(
   route(router, "/", "consoleAddWebhook", auth.change, webhooks.add);
   route(router, "/", "consoleRemoveWebhook", auth.change, webhooks.remove);
   route(router, "/", "consoleReplayWebhook", auth.change, webhooks.replay);
+  route(router, "/", "consoleRotateWebhookSecret", auth.change, webhooks.rotateSecret);
   const passkeys = passkeyConsoleHandlers(deps);
   route(router, "/", "consolePasskeys", auth.read, passkeys.list);
   route(router, "/", "consolePasskeyRegistrationOptions", auth.change, passkeys.registrationOptions);

@@ -1,12 +1,15 @@
 import type { Context, Handler } from "hono";
 import {
+  DEFAULT_SECRET_OVERLAP_HOURS,
   type WebhookAddResponse,
   type WebhookRemoveResponse,
   type WebhookReplayResponse,
+  type WebhookRotateSecretResponse,
   type WebhooksOverview,
   webhookAddRequestSchema,
   webhookRemoveRequestSchema,
   webhookReplayRequestSchema,
+  webhookRotateSecretRequestSchema,
 } from "../../shared/console-schemas.ts";
 import { isUuid } from "../../shared/uuid.ts";
 import { AppError } from "../errors.ts";
@@ -15,7 +18,12 @@ import { parseJsonBody } from "../http/json-body.ts";
 import type { Infrastructure } from "../infrastructure.ts";
 import type { ReplayScope, WebhookEndpoint } from "../webhooks/endpoints.ts";
 import { parseEventTypes, WEBHOOK_EVENT_TYPES } from "../webhooks/event-types.ts";
-import { addWebhookEndpoint, removeWebhookEndpoint, replayWebhookEndpoint } from "../webhooks/manage.ts";
+import {
+  addWebhookEndpoint,
+  removeWebhookEndpoint,
+  replayWebhookEndpoint,
+  rotateWebhookEndpointSecret,
+} from "../webhooks/manage.ts";
 import { readEndpointsWithDeliveries } from "../webhooks/recent-deliveries.ts";
 
 /** Deliveries shown per endpoint, newest first. */
@@ -23,7 +31,7 @@ const RECENT_DELIVERIES = 20;
 
 /**
  * The console's webhooks (docs/operations.md#webhooks): the endpoints and their latest
- * deliveries; add, remove and replay through the same code as `npm run webhooks`
+ * deliveries; add, remove, replay and rotate-secret through the same code as `npm run webhooks`
  * (webhooks/manage.ts), each recorded in the audit with its reason and the channel `console`.
  */
 export function webhooksConsoleHandlers(deps: Infrastructure): {
@@ -31,6 +39,7 @@ export function webhooksConsoleHandlers(deps: Infrastructure): {
   add: Handler<AppEnv>;
   remove: Handler<AppEnv>;
   replay: Handler<AppEnv>;
+  rotateSecret: Handler<AppEnv>;
 } {
   const db = deps.database.db;
   return {
@@ -127,6 +136,24 @@ export function webhooksConsoleHandlers(deps: Infrastructure): {
       if (queued === undefined) throw new AppError("not_found", "no such webhook endpoint");
       c.set("logFields", { outcome: "webhook_replayed" });
       const response: WebhookReplayResponse = { id, queued };
+      return c.json(response);
+    },
+
+    async rotateSecret(c) {
+      const id = endpointId(c);
+      const body = await parseJsonBody(c, webhookRotateSecretRequestSchema);
+      const rotated = await rotateWebhookEndpointSecret(db, {
+        id,
+        overlapSeconds: (body.overlap_hours ?? DEFAULT_SECRET_OVERLAP_HOURS) * 3600,
+        change: { reason: body.reason, source: "console", operator: c.get("operator") },
+      });
+      if (!rotated) throw new AppError("not_found", "no such webhook endpoint");
+      c.set("logFields", { outcome: "webhook_secret_rotated" });
+      const response: WebhookRotateSecretResponse = {
+        id,
+        secret: rotated.secret,
+        previous_secret_until: rotated.previousUntil,
+      };
       return c.json(response);
     },
   };

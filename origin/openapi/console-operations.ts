@@ -15,6 +15,8 @@ import {
   webhookRemoveResponseSchema,
   webhookReplayRequestSchema,
   webhookReplayResponseSchema,
+  webhookRotateSecretRequestSchema,
+  webhookRotateSecretResponseSchema,
   webhooksOverviewSchema,
 } from "../../shared/console-schemas.ts";
 import { BROWSE_OPERATIONS } from "./console-browse-operations.ts";
@@ -262,6 +264,26 @@ export const CONSOLE_OPERATIONS: readonly Operation[] = [
       200: {
         description: "how many deliveries were queued",
         body: { name: "WebhookReplayResponse", schema: webhookReplayResponseSchema },
+      },
+      ...consoleErrors(400, 503),
+      404: errorResponse("not_found: no such endpoint (or feature_disabled: the console is off)"),
+      413: PAYLOAD_TOO_LARGE,
+    },
+  },
+  {
+    method: "post",
+    path: "/admin/agents/webhooks/{endpoint_id}/rotate-secret",
+    operationId: "consoleRotateWebhookSecret",
+    capability: "console",
+    summary:
+      "Give an endpoint a new secret, shown in the answer once; the one it replaces signs beside it for overlap_hours (24 by default, at most 168; 0 for a secret that leaked); with a reason.",
+    tag: "console",
+    security: ["adminApiToken", "registrationAdminToken"],
+    requestBody: { name: "WebhookRotateSecretRequest", schema: webhookRotateSecretRequestSchema },
+    responses: {
+      200: {
+        description: "the new secret, and until when the replaced one still signs",
+        body: { name: "WebhookRotateSecretResponse", schema: webhookRotateSecretResponseSchema },
       },
       ...consoleErrors(400, 503),
       404: errorResponse("not_found: no such endpoint (or feature_disabled: the console is off)"),

@@ -456,7 +456,7 @@
             "div",
             { class: "webhook-endpoint", "data-endpoint": endpoint.id },
             table(
-              ["endpoint", "url", "events", "state", "pending", "added", "", ""],
+              ["endpoint", "url", "events", "state", "pending", "added", "", "", ""],
               [
                 [
                   endpoint.id,
@@ -469,6 +469,9 @@
                   time(endpoint.created_at),
                   button("Replay all…", { "data-action": "replay-all" }, () =>
                     prepare(endpoint.id, "replay"),
+                  ),
+                  button("Rotate secret…", { "data-action": "rotate-secret" }, () =>
+                    prepare(endpoint.id, "rotate-secret"),
                   ),
                   button("Remove…", { "data-action": "remove" }, () => prepare(endpoint.id, "remove")),
                 ],
@@ -648,6 +651,8 @@
     showSignedIn();
     $("webhook-secret").textContent = "";
     $("webhook-secret").hidden = true;
+    $("webhook-rotated-secret").textContent = "";
+    $("webhook-rotated-secret").hidden = true;
     $("console").hidden = true;
     $("login").hidden = false;
     say(text, kind);
@@ -762,11 +767,23 @@
     const action = $("webhook-action").value;
     const eventId = $("webhook-event").value.trim();
     const reason = $("webhook-change-reason").value;
+    $("webhook-rotated-secret").hidden = true;
+    $("webhook-rotated-secret").textContent = "";
     guarded(async () => {
       let text;
       if (action === "remove") {
         await api(`/webhooks/${endpointId}/remove`, { body: { reason } });
         text = `${endpointId} removed, with its deliveries.`;
+      } else if (action === "rotate-secret") {
+        const overlap = $("webhook-overlap").value.trim();
+        const rotated = await api(`/webhooks/${endpointId}/rotate-secret`, {
+          body: overlap === "" ? { reason } : { overlap_hours: Number(overlap), reason },
+        });
+        // Shown here once, as an added endpoint's: the API never answers it again, and the page
+        // keeps it only in this element until the next change or the tokens are forgotten.
+        $("webhook-rotated-secret").textContent = rotated.secret;
+        $("webhook-rotated-secret").hidden = false;
+        text = `${endpointId}: a new secret, below, shown once; the one it replaces signs beside it until ${rotated.previous_secret_until}.`;
       } else {
         const result = await api(`/webhooks/${endpointId}/replay`, {
           body: eventId === "" ? { reason } : { event_id: eventId, reason },
