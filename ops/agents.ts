@@ -18,15 +18,17 @@
  */
 import { parseArgs } from "node:util";
 import { rotateToken } from "../origin/auth/rotate-token.ts";
+import { CommitOutcomeUnknown } from "../origin/db/lost-commit.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { listIdentities, revokeIdentity, setIdentityEnabled } from "../origin/identity/identity-admin.ts";
-import { provisionIdentity } from "../origin/keypool/provision.ts";
+import { ProvisionOutcomeUnknown, provisionIdentity } from "../origin/keypool/provision.ts";
 import { CAPABILITIES } from "../shared/constants.ts";
 import { isUuid } from "../shared/uuid.ts";
 import {
   type CliContext,
   type CliOutcome,
   DONE,
+  errored,
   refused,
   refuseFlagsNotTaken,
   runCli,
@@ -113,7 +115,21 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     const { db } = database;
     switch (parsed.command) {
       case "create": {
-        const result = await provisionIdentity(db, { capabilities: parsed.capabilities, origin: "operator" });
+        const result = await provisionIdentity(db, {
+          capabilities: parsed.capabilities,
+          origin: "operator",
+        }).catch((error: unknown) => {
+          if (error instanceof ProvisionOutcomeUnknown) return error;
+          throw error;
+        });
+        if (result instanceof ProvisionOutcomeUnknown) {
+          // The identity may be there with a token nobody was shown: the operator can only find it
+          // by its id, and give it a token of its own.
+          return errored(
+            `${result.message}; if \`npm run agents -- list\` shows it, its token was never shown: ` +
+              `give it one with \`npm run agents -- rotate-token --agent ${result.agentId}\``,
+          );
+        }
         if (!result.ok) {
           const message =
             result.error.code === "validation_failed" ? result.error.message : result.error.code;
@@ -170,7 +186,18 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       }
       case "rotate-token": {
         const id = parsed.agentId;
-        const result = await rotateToken(db, { agentId: id });
+        const result = await rotateToken(db, { agentId: id }).catch((error: unknown) => {
+          if (error instanceof CommitOutcomeUnknown) return error;
+          throw error;
+        });
+        if (result instanceof CommitOutcomeUnknown) {
+          // The old token may be gone with the new one never shown; another rotation replaces
+          // whichever is there.
+          return errored(
+            `the token of ${id} may have been replaced (the old one may no longer work): ${result.message}; ` +
+              `run \`npm run agents -- rotate-token --agent ${id}\` again for a token that works either way`,
+          );
+        }
         if (!result.ok) {
           switch (result.error) {
             case "not_found":
