@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { holdLock } from "../testing/held-lock.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { seedFreeKeys } from "../testing/seed.ts";
 
@@ -9,6 +10,11 @@ describe("npm run agents (operator CLI)", () => {
   let testDb: TestDatabase;
   const run = (...args: string[]): Promise<ToolRun> =>
     runTool("ops/agents.ts", args, { env: { DATABASE_URL: testDb.url, LOG_LEVEL: "silent" } });
+
+  const identityCount = async (): Promise<number> =>
+    (
+      await queryRows<{ n: number }>(testDb.handle.db, sql`select count(*)::int as n from agent_identities`)
+    )[0]!.n;
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
@@ -150,8 +156,36 @@ describe("npm run agents (operator CLI)", () => {
     expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining("no agent") });
   });
 
-  it("reports an exhausted pool without creating anything", async () => {
+  it("reports an exhausted pool without creating anything, and where keys come from", async () => {
+    const before = await identityCount();
     const result = await run("create", "--capabilities", "read");
-    expect(result).toMatchObject({ code: 1, stderr: "agents: agent_key_pool_exhausted\n" });
+    // It said `agents: agent_key_pool_exhausted`, the API's code alone.
+    expect(result).toMatchObject({
+      code: 1,
+      stderr:
+        'agents: no free key in the pool (agent_key_pool_exhausted); nothing was made: the origin\'s key-pool refill makes keys while it runs with the enclave (docs/operations.md#the-key-pool-refills-on-demand); run it again once origin_key_pool_keys{state="free"} is above 0\n',
+    });
+    expect(await identityCount()).toBe(before);
+  });
+
+  it("reports keys all being claimed by others as that, nothing made, and to run it again", async () => {
+    await seedFreeKeys(testDb.handle.db, 1);
+    const before = await identityCount();
+    // Another provisioning holds every free key for the whole of this one's waits.
+    const hold = await holdLock(
+      testDb.handle.db,
+      sql`select key_ref from key_pool where status = 'free' for update`,
+    );
+    const result = await run("create", "--capabilities", "read");
+    await hold.release();
+    // It said `agents: agent_key_pool_busy`, the API's code alone.
+    expect(result).toMatchObject({
+      code: 1,
+      stderr:
+        "agents: every free key is being claimed by another provisioning at this moment (agent_key_pool_busy); nothing was made: run it again\n",
+    });
+    expect(await identityCount()).toBe(before);
+    // The key is still free for the next one.
+    expect((await run("create", "--capabilities", "read")).code).toBe(0);
   });
 });

@@ -18,15 +18,21 @@
  */
 import { parseArgs } from "node:util";
 import { rotateToken } from "../origin/auth/rotate-token.ts";
+import { CommitOutcomeUnknown } from "../origin/db/lost-commit.ts";
 import { openDatabase } from "../origin/db/open.ts";
 import { listIdentities, revokeIdentity, setIdentityEnabled } from "../origin/identity/identity-admin.ts";
-import { provisionIdentity } from "../origin/keypool/provision.ts";
+import {
+  type ProvisionFailure,
+  ProvisionOutcomeUnknown,
+  provisionIdentity,
+} from "../origin/keypool/provision.ts";
 import { CAPABILITIES } from "../shared/constants.ts";
 import { isUuid } from "../shared/uuid.ts";
 import {
   type CliContext,
   type CliOutcome,
   DONE,
+  errored,
   refused,
   refuseFlagsNotTaken,
   runCli,
@@ -104,6 +110,25 @@ function parseCommand(argv: string[]): AgentsCommand {
   }
 }
 
+/**
+ * The operator's reason for a refused create: what happened and what to do, with the API's code
+ * (docs/api.md#identities-keys-and-the-sweep) for a search; the code alone says neither.
+ */
+function provisionRefusal(failure: ProvisionFailure): string {
+  switch (failure.code) {
+    case "validation_failed":
+      return failure.message;
+    case "agent_key_pool_busy":
+      return "every free key is being claimed by another provisioning at this moment (agent_key_pool_busy); nothing was made: run it again";
+    case "agent_key_pool_exhausted":
+      return (
+        "no free key in the pool (agent_key_pool_exhausted); nothing was made: the origin's key-pool refill " +
+        "makes keys while it runs with the enclave (docs/operations.md#the-key-pool-refills-on-demand); " +
+        'run it again once origin_key_pool_keys{state="free"} is above 0'
+      );
+  }
+}
+
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   // Checked before the database is opened: a mistyped line must not start (or create) the embedded
   // cluster only to be told so.
@@ -113,12 +138,22 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
     const { db } = database;
     switch (parsed.command) {
       case "create": {
-        const result = await provisionIdentity(db, { capabilities: parsed.capabilities, origin: "operator" });
-        if (!result.ok) {
-          const message =
-            result.error.code === "validation_failed" ? result.error.message : result.error.code;
-          return refused(message);
+        const result = await provisionIdentity(db, {
+          capabilities: parsed.capabilities,
+          origin: "operator",
+        }).catch((error: unknown) => {
+          if (error instanceof ProvisionOutcomeUnknown) return error;
+          throw error;
+        });
+        if (result instanceof ProvisionOutcomeUnknown) {
+          // The identity may be there with a token nobody was shown: the operator can only find it
+          // by its id, and give it a token of its own.
+          return errored(
+            `${result.message}; if \`npm run agents -- list\` shows it, its token was never shown: ` +
+              `give it one with \`npm run agents -- rotate-token --agent ${result.agentId}\``,
+          );
         }
+        if (!result.ok) return refused(provisionRefusal(result.error));
         const { token, agentId: id, assignedWallet, capabilities: granted } = result.value;
         process.stdout.write(
           `${JSON.stringify({ token, agent_id: id, assigned_wallet: assignedWallet, capabilities: granted })}\n`,
@@ -170,7 +205,18 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       }
       case "rotate-token": {
         const id = parsed.agentId;
-        const result = await rotateToken(db, { agentId: id });
+        const result = await rotateToken(db, { agentId: id }).catch((error: unknown) => {
+          if (error instanceof CommitOutcomeUnknown) return error;
+          throw error;
+        });
+        if (result instanceof CommitOutcomeUnknown) {
+          // The old token may be gone with the new one never shown; another rotation replaces
+          // whichever is there.
+          return errored(
+            `the token of ${id} may have been replaced (the old one may no longer work): ${result.message}; ` +
+              `run \`npm run agents -- rotate-token --agent ${id}\` again for a token that works either way`,
+          );
+        }
         if (!result.ok) {
           switch (result.error) {
             case "not_found":

@@ -6,6 +6,7 @@ import { sleep } from "../../shared/sleep.ts";
 import { issueToken } from "../auth/token.ts";
 import { type Batcher, createBatcher } from "../db/batcher.ts";
 import { type Db, queryRows } from "../db/client.ts";
+import { CommitOutcomeUnknown, transactionAnsweringLostCommit } from "../db/lost-commit.ts";
 import { keyPool } from "../db/schema.ts";
 
 export type ProvisionIdentityParams = {
@@ -28,6 +29,29 @@ export type ProvisionFailure =
   | { code: "agent_key_pool_busy" };
 
 export type ProvisionResult = Result<ProvisionedIdentity, ProvisionFailure>;
+
+/**
+ * Thrown by provisionIdentity when the database link was lost while the identity's transaction
+ * committed and whether it did could not be learnt: the identity may be there, with a token
+ * nobody was shown. Names it (never its token), so the operator can look for it and, if it is
+ * there, give it a new token.
+ */
+export class ProvisionOutcomeUnknown extends Error {
+  override readonly name = "ProvisionOutcomeUnknown";
+  readonly agentId: string;
+  readonly assignedWallet: `0x${string}`;
+  constructor(
+    identity: Pick<ProvisionedIdentity, "agentId" | "assignedWallet">,
+    cause: CommitOutcomeUnknown,
+  ) {
+    super(
+      `the identity ${identity.agentId} (wallet ${identity.assignedWallet}) may have been made: ${cause.message}`,
+      { cause },
+    );
+    this.agentId = identity.agentId;
+    this.assignedWallet = identity.assignedWallet;
+  }
+}
 
 const capabilitiesSchema = z
   .array(z.enum(CAPABILITIES))
@@ -61,7 +85,7 @@ export async function provisionIdentity(db: Db, params: ProvisionIdentityParams)
   }
 }
 
-function claimOnce(
+async function claimOnce(
   db: Db,
   capabilities: Capability[],
   origin: "operator" | "public",
@@ -75,7 +99,9 @@ function claimOnce(
     });
     claimBatchers.set(db, claim);
   }
-  return claim({ capabilities, origin });
+  const result = await claim({ capabilities, origin });
+  if (result instanceof ProvisionOutcomeUnknown) throw result;
+  return result;
 }
 
 /**
@@ -85,18 +111,50 @@ function claimOnce(
  * first, in the order they called. Two batches run at once, so either may take the oldest keys.
  */
 const MAX_CLAIMS_TOGETHER = 64;
-const claimBatchers = new WeakMap<Db, Batcher<ClaimKeyForIdentityParams, ProvisionResult>>();
+const claimBatchers = new WeakMap<
+  Db,
+  Batcher<ClaimKeyForIdentityParams, ProvisionResult | ProvisionOutcomeUnknown>
+>();
 
-async function claimTogether(db: Db, requests: ClaimKeyForIdentityParams[]): Promise<ProvisionResult[]> {
+async function claimTogether(
+  db: Db,
+  requests: ClaimKeyForIdentityParams[],
+): Promise<(ProvisionResult | ProvisionOutcomeUnknown)[]> {
   const { capabilities, origin } = requests[0]!;
-  const claimed = await db.transaction((tx) =>
-    claimKeysForIdentities(tx, { capabilities, origin, count: requests.length }),
-  );
-  return requests.map((_, index) => {
-    if (!claimed.ok) return claimed;
-    const identity = claimed.value.identities[index];
-    return identity ? ok(identity) : err({ code: claimed.value.shortfall! });
-  });
+  /** What this transaction writes: what a commit without an answer made. */
+  let writing: ClaimedKeys | undefined;
+  try {
+    // The tokens are shown nowhere but in this answer: a commit whose answer the lost link took
+    // would leave identities, and their keys, taken by tokens nobody holds.
+    const claimed = await transactionAnsweringLostCommit(
+      db,
+      async (tx, committing): Promise<ClaimKeysResult> => {
+        const result = await claimKeysForIdentities(tx, { capabilities, origin, count: requests.length });
+        if (!result.ok) return result;
+        writing = result.value;
+        const [first] = result.value.identities;
+        return committing(result, {
+          // The claim locked its keys' rows, and updated them, until its end.
+          awaitEnd: sql`select 1 from key_pool where key_ref = ${first!.keyRef} for share`,
+          made: sql`select 1 from agent_identities where agent_id = ${first!.agentId}::uuid`,
+        });
+      },
+    );
+    return requests.map((_, index) => {
+      if (!claimed.ok) return claimed;
+      const identity = claimed.value.identities[index];
+      return identity ? ok(identity) : err({ code: claimed.value.shortfall! });
+    });
+  } catch (error) {
+    if (!(error instanceof CommitOutcomeUnknown) || writing === undefined) throw error;
+    const { identities, shortfall } = writing;
+    // Each caller is told of its own identity, which may have been made or not; one the claim
+    // found no key for was not.
+    return requests.map((_, index) => {
+      const identity = identities[index];
+      return identity ? new ProvisionOutcomeUnknown(identity, error) : err({ code: shortfall! });
+    });
+  }
 }
 
 export type ClaimKeyForIdentityParams = {
@@ -121,11 +179,10 @@ export type ClaimKeysForIdentitiesParams = ClaimKeyForIdentityParams & { count: 
 
 type ClaimFailure = Exclude<ProvisionFailure, { code: "validation_failed" }>;
 
-export type ClaimKeysResult = Result<
-  /** `shortfall`: why fewer identities than asked for were made. */
-  { identities: ProvisionedIdentity[]; shortfall?: ClaimFailure["code"] },
-  ClaimFailure
->;
+/** `shortfall`: why fewer identities than asked for were made. */
+type ClaimedKeys = { identities: ProvisionedIdentity[]; shortfall?: ClaimFailure["code"] };
+
+export type ClaimKeysResult = Result<ClaimedKeys, ClaimFailure>;
 
 /**
  * Up to `count` identities, each on its own key, inside the caller's transaction: one statement

@@ -1,9 +1,8 @@
 import { sql } from "drizzle-orm";
 import type { Capability } from "../../shared/constants.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
-import { sleep } from "../../shared/sleep.ts";
-import { type Db, queryRows } from "../db/client.ts";
-import { isDatabaseUnavailable } from "../db/unavailable.ts";
+import type { Db } from "../db/client.ts";
+import { transactionAnsweringLostCommit } from "../db/lost-commit.ts";
 import { claimKeyForIdentity, type ProvisionedIdentity } from "../keypool/provision.ts";
 import type { ProvenProof } from "./proof-gate.ts";
 import { ALL_GROUPS, evaluateGate, type GateRefusal, readQuotaState } from "./quota-gate.ts";
@@ -65,79 +64,39 @@ export async function issuePublicIdentity(
   params: IssuePublicIdentityParams,
 ): Promise<IssueForClientResult> {
   const { day, ipGroup, freeKeyMargin, proof, signal } = params;
-  /** The identity this transaction writes, once its key is claimed: what a commit without an answer made. */
-  let committing: IssuedIdentity | undefined;
-  try {
-    return await db.transaction(async (tx): Promise<IssueForClientResult> => {
-      await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
-      // Every node's issuances queue here one after another, so under a flood this is where a
-      // request waits longest, and where its client gives up.
-      if (signal?.aborted) return "client_gone";
-      // After the lock is granted: this statement sees every issuance committed before.
-      const state = await readQuotaState(tx, { day, ipGroup, freeKeyMargin });
-      const refusal = evaluateGate(state);
-      if (refusal) return err(refusal);
-      if (proof && !proof.answers(state)) return err({ code: "proof_spent" });
+  // The link to the database lost once the identity is written: its commit may have reached
+  // Postgres with only the answer lost. Refused then, the client would register again (a 503 says
+  // "retry"), and this identity, its key and its place in the day's quotas would be taken by a
+  // token nobody was ever shown. Its token is still here: shown if it was made.
+  return transactionAnsweringLostCommit(db, async (tx, committing): Promise<IssueForClientResult> => {
+    await tx.execute(sql`select 1 from registration_policy where id = 1 for update`);
+    // Every node's issuances queue here one after another, so under a flood this is where a
+    // request waits longest, and where its client gives up.
+    if (signal?.aborted) return "client_gone";
+    // After the lock is granted: this statement sees every issuance committed before.
+    const state = await readQuotaState(tx, { day, ipGroup, freeKeyMargin });
+    const refusal = evaluateGate(state);
+    if (refusal) return err(refusal);
+    if (proof && !proof.answers(state)) return err({ code: "proof_spent" });
 
-      const claimed = await claimKeyForIdentity(tx, { capabilities: PUBLIC_CAPABILITIES, origin: "public" });
-      if (!claimed.ok) {
-        // Exhausted: the pool emptied (the reserve is crossed too). Busy: the free rows left are
-        // being claimed by operator provisioning at this instant.
-        return err(
-          claimed.error.code === "agent_key_pool_exhausted"
-            ? { code: "unavailable", reason: "key_reserve" }
-            : { code: "unavailable", reason: "unavailable" },
-        );
-      }
-      committing = { ...claimed.value, freeKeysLeft: state.freeKeys - 1 };
-      await recordIssued(tx, day, { agentId: claimed.value.agentId, ipGroup });
-      return ok(committing);
-    });
-  } catch (error) {
-    // The link to the database was lost once the identity was written: its commit may have
-    // reached Postgres with only the answer lost. Refused then, the client would register again
-    // (a 503 says "retry"), and this identity, its key and its place in the day's quotas would
-    // be taken by a token nobody was ever shown. Its token is still here: shown if it was made.
-    if (committing === undefined || !isDatabaseUnavailable(error)) throw error;
-    if (await issuanceCommitted(db, committing.agentId)) return ok(committing);
-    throw error;
-  }
-}
-
-/** Pauses before the tries of issuanceCommitted: a link that came back at once, or soon. */
-const COMMIT_LOOKUP_PAUSES_MS = [0, 250, 1_000];
-/**
- * The longest the look waits for the issuance's transaction to end, and the time after which it is
- * not tried again: a commit in flight ends within milliseconds; one that has not ended by then is
- * held by a session nobody can reach, and the answer stays unknown.
- */
-const COMMIT_LOOKUP_MS = 5_000;
-
-/**
- * Whether the issuance of `agentId` committed, once its transaction has ended however it ended:
- * it held the policy row's lock from its first statement, so taking that lock waits for it (a
- * commit still in Postgres's hands, its client gone). False when it rolled back; throws when that
- * cannot be learnt within COMMIT_LOOKUP_MS or so, and then nobody can tell.
- */
-async function issuanceCommitted(db: Db, agentId: string): Promise<boolean> {
-  const deadline = performance.now() + COMMIT_LOOKUP_MS;
-  for (let attempt = 0; ; attempt++) {
-    await sleep(COMMIT_LOOKUP_PAUSES_MS[attempt]!);
-    try {
-      return await db.transaction(async (tx) => {
-        await tx.execute(sql.raw(`set local lock_timeout = ${COMMIT_LOOKUP_MS}`));
-        await tx.execute(sql`select 1 from registration_policy where id = 1 for share`);
-        const rows = await queryRows(
-          tx,
-          sql`select 1 from registration_issued where agent_id = ${agentId}::uuid`,
-        );
-        return rows.length > 0;
-      });
-    } catch (error) {
-      const again = attempt + 1 < COMMIT_LOOKUP_PAUSES_MS.length && performance.now() < deadline;
-      if (!again || !isDatabaseUnavailable(error)) throw error;
+    const claimed = await claimKeyForIdentity(tx, { capabilities: PUBLIC_CAPABILITIES, origin: "public" });
+    if (!claimed.ok) {
+      // Exhausted: the pool emptied (the reserve is crossed too). Busy: the free rows left are
+      // being claimed by operator provisioning at this instant.
+      return err(
+        claimed.error.code === "agent_key_pool_exhausted"
+          ? { code: "unavailable", reason: "key_reserve" }
+          : { code: "unavailable", reason: "unavailable" },
+      );
     }
-  }
+    const { agentId } = claimed.value;
+    await recordIssued(tx, day, { agentId, ipGroup });
+    return committing(ok({ ...claimed.value, freeKeysLeft: state.freeKeys - 1 }), {
+      // The issuance held the policy row's lock from its first statement until its end.
+      awaitEnd: sql`select 1 from registration_policy where id = 1 for share`,
+      made: sql`select 1 from registration_issued where agent_id = ${agentId}::uuid`,
+    });
+  });
 }
 
 /**
