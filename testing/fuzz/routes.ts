@@ -690,6 +690,16 @@ export function fuzzRoutes(known: KnownIds): FuzzRoute[] {
       readOnly: false,
     },
     {
+      // Before remove too; each success shows a new secret in its answer alone.
+      operationId: "consoleRotateWebhookSecret",
+      name: "POST admin webhooks/:id/rotate-secret",
+      param: webhookId,
+      credentials: "admin_change",
+      body: { maxBytes: 4_096 },
+      refusal: "envelope",
+      readOnly: false,
+    },
+    {
       operationId: "consoleRemoveWebhook",
       name: "POST admin webhooks/:id/remove",
       param: webhookId,
