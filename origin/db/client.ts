@@ -161,7 +161,10 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   const max = params.maxConnections ?? 10;
   const statementWait = params.statementWaitMs ?? STATEMENT_WAIT_MS;
   const poolWait = params.poolWaitMs ?? POOL_WAIT_MS;
-  const boundsIdleTransactions = endsIdleTransactions(params.transactionIdleMs ?? TRANSACTION_IDLE_MS);
+  const sessionBounds = boundsSessions({
+    idleMs: params.transactionIdleMs ?? TRANSACTION_IDLE_MS,
+    statementWaitMs: statementWait,
+  });
   if (driver === "neon") {
     configureNeon(params.neonWsProxy);
     const pool = new NeonPool({
@@ -174,7 +177,7 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
     pool.on("error", () => {});
     pool.on("connect", survivesLostConnection);
     pool.on("connect", plansOnce);
-    pool.on("connect", boundsIdleTransactions);
+    pool.on("connect", sessionBounds);
     const db = drizzleNeon({ client: pool, schema }) as unknown as Db;
     const direct = (): DirectConnection =>
       new NeonClient({ connectionString: params.url }) as unknown as DirectConnection;
@@ -195,7 +198,7 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   pool.on("error", () => {});
   pool.on("connect", survivesLostConnection);
   pool.on("connect", plansOnce);
-  pool.on("connect", boundsIdleTransactions);
+  pool.on("connect", sessionBounds);
   const db = drizzlePg({ client: pool, schema }) as unknown as Db;
   const direct = (): DirectConnection =>
     new pg.Client({ connectionString: params.url }) as unknown as DirectConnection;
@@ -216,13 +219,33 @@ function survivesLostConnection(client: { on(event: "error", listener: () => voi
 }
 
 /**
- * Ends, from the server's side, a transaction of the pool left waiting longer than `idleMs` for its
- * next statement (TRANSACTION_IDLE_MS says why), and keeps a dead peer from holding its backend
- * for hours (SERVER_KEEPALIVE). Set on the session, so a plain Postgres, the embedded one and Neon
- * all honour it whatever their own configuration; queued before the pool hands the connection out.
+ * How long after the pool's own statement bound Postgres ends the statement itself
+ * (statement_timeout). The pool gives up on a statement at STATEMENT_WAIT_MS and drops its
+ * connection, but Postgres learns of that only when the statement answers: one queued at a lock
+ * held for minutes (a transaction whose origin's link died, until TRANSACTION_IDLE_MS ends it) kept
+ * its backend, and a connection slot of the server, all that time, and every retry of every origin
+ * left another until the server refused connections to all of them. The statement's own clock
+ * starts when Postgres takes it, after the pool's, so with this margin it never ends a statement
+ * the pool still waits on.
  */
-function endsIdleTransactions(idleMs: number): (client: { query(text: string): Promise<unknown> }) => void {
-  const statement = sessionSettings({ idle_in_transaction_session_timeout: idleMs, ...SERVER_KEEPALIVE });
+const ABANDONED_STATEMENT_GRACE_MS = 5_000;
+
+/**
+ * The session's bounds, set on each connection of the pool before it is handed out: Postgres ends
+ * a transaction left waiting longer than `idleMs` for its next statement (TRANSACTION_IDLE_MS says
+ * why) and a statement the pool gave up on (ABANDONED_STATEMENT_GRACE_MS), and notices a dead
+ * peer (SERVER_KEEPALIVE). Set on the session, so a plain Postgres, the embedded one and Neon all
+ * honour them whatever their own configuration.
+ */
+function boundsSessions(bounds: {
+  idleMs: number;
+  statementWaitMs: number;
+}): (client: { query(text: string): Promise<unknown> }) => void {
+  const statement = sessionSettings({
+    idle_in_transaction_session_timeout: bounds.idleMs,
+    statement_timeout: bounds.statementWaitMs + ABANDONED_STATEMENT_GRACE_MS,
+    ...SERVER_KEEPALIVE,
+  });
   return (client) => {
     client.query(statement).catch(() => {
       // A connection that fails here fails its first real query too, which reports it.
