@@ -185,6 +185,18 @@ describe("configuration", () => {
     expect(parseConfig({ AGENT_GATEWAY_ENABLED: "true", CHAIN_RPC_TIMEOUT_MS: "25000" }).ok).toBe(true);
   });
 
+  it("bounds a pool transaction's wait for its next statement at 2 min, and refuses a bound under 60 s", () => {
+    const defaults = parseConfig({});
+    expect(defaults.ok && defaults.value.database.idleInTransactionMs).toBe(120_000);
+    const chosen = parseConfig({ DATABASE_IDLE_IN_TRANSACTION_MS: "300000" });
+    expect(chosen.ok && chosen.value.database.idleInTransactionMs).toBe(300_000);
+    // Under twice the statement bound, a money batch alive through its chain reads and signature
+    // could be ended.
+    expect(errorsOf({ DATABASE_IDLE_IN_TRANSACTION_MS: "30000" })).toEqual([
+      "DATABASE_IDLE_IN_TRANSACTION_MS: must be at least 60000",
+    ]);
+  });
+
   it("requires what an enabled feature needs", () => {
     const errors = errorsOf({ AGENT_PUBLIC_REGISTRATION_ENABLED: "true", AGENT_X402_ENABLED: "true" });
     expect(errors).toEqual(

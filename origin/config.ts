@@ -3,7 +3,7 @@ import { isChecksummedOrLowerAddress } from "../shared/address.ts";
 import { DEFAULT_BASE_PATH } from "../shared/constants.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { err, ok, type Result } from "../shared/result.ts";
-import { STATEMENT_WAIT_MS } from "./db/client.ts";
+import { STATEMENT_WAIT_MS, TRANSACTION_IDLE_MS } from "./db/client.ts";
 import { RPC_ANSWER_DEADLINE_MS } from "./gateway/limits.ts";
 import { parseCidrList } from "./http/cidr.ts";
 import { SIGNER_REQUEST_TIMEOUT_MS } from "./signer/socket-client.ts";
@@ -320,6 +320,9 @@ const envSchema = z.object({
     .optional(),
   DATABASE_DRIVER: z.enum(["pg", "neon"]).optional(),
   DATABASE_POOL_SIZE: integer(20, 1, 500),
+  // At least twice the statement bound, which a money batch's wait between statements keeps within
+  // (its chain reads and the enclave's signature): a lower bound would end batches that are alive.
+  DATABASE_IDLE_IN_TRANSACTION_MS: integer(TRANSACTION_IDLE_MS, 2 * STATEMENT_WAIT_MS, 3_600_000),
   /** Ours: route the Neon driver's WebSocket through a plain relay (tests, local dev); no TLS. */
   DATABASE_NEON_WS_PROXY: z.string().min(1).optional(),
   EMBEDDED_PG_DIR: z.string().min(1).default(".data/pg"),
@@ -424,6 +427,8 @@ export type Config = {
     driver: "pg" | "neon" | undefined;
     /** Connections the origin's pool may open. */
     poolSize: number;
+    /** How long Postgres keeps a transaction of the pool waiting for its next statement. */
+    idleInTransactionMs: number;
     neonWsProxy: string | undefined;
     embedded: { dir: string; port: number };
   };
@@ -675,6 +680,7 @@ function toConfig(env: Env): Config {
       url: env.DATABASE_URL,
       driver: env.DATABASE_DRIVER,
       poolSize: env.DATABASE_POOL_SIZE,
+      idleInTransactionMs: env.DATABASE_IDLE_IN_TRANSACTION_MS,
       neonWsProxy: env.DATABASE_NEON_WS_PROXY,
       embedded: { dir: env.EMBEDDED_PG_DIR, port: env.EMBEDDED_PG_PORT },
     },

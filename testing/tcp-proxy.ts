@@ -19,7 +19,8 @@ export type TcpProxy = {
   cut(mode?: CutMode): void;
   /**
    * Every open connection stops carrying bytes either way and stays open (a link gone silent: a
-   * NAT or a proxy that forgot it); its ends learn nothing. New connections are carried as before.
+   * NAT or a proxy that forgot it); its ends learn nothing, not even that the other end closed it.
+   * New connections are carried as before.
    */
   stall(): void;
   restore(): void;
@@ -29,7 +30,7 @@ export type TcpProxy = {
 export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
   const target = new URL(targetUrl);
   const sockets = new Set<Socket>();
-  const links = new Set<{ client: Socket; upstream: Socket }>();
+  const links = new Set<{ client: Socket; upstream: Socket; stalled: boolean }>();
   let mode: CutMode | undefined;
   const track = (socket: Socket): void => {
     sockets.add(socket);
@@ -43,13 +44,16 @@ export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
     const upstream = connect({ host: target.hostname, port: Number(target.port) });
     track(upstream);
     client.pipe(upstream).pipe(client);
-    const link = { client, upstream };
+    const link = { client, upstream, stalled: false };
     links.add(link);
+    // A stalled link carries no close either: the FIN of one end is lost with everything else.
     client.on("close", () => {
       links.delete(link);
-      upstream.destroy();
+      if (!link.stalled) upstream.destroy();
     });
-    upstream.on("close", () => client.destroy());
+    upstream.on("close", () => {
+      if (!link.stalled) client.destroy();
+    });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
@@ -64,7 +68,9 @@ export async function startTcpProxy(targetUrl: string): Promise<TcpProxy> {
       dropAll();
     },
     stall() {
-      for (const { client, upstream } of links) {
+      for (const link of links) {
+        const { client, upstream } = link;
+        link.stalled = true;
         client.unpipe(upstream);
         upstream.unpipe(client);
         client.pause();

@@ -83,6 +83,11 @@ export type ConnectDatabaseParams = {
   statementWaitMs?: number | undefined;
   /** How long a query waits for a connection of the pool: POOL_WAIT_MS unless given (tests). */
   poolWaitMs?: number | undefined;
+  /**
+   * How long Postgres keeps a transaction of the pool that waits for its next statement:
+   * TRANSACTION_IDLE_MS unless given (DATABASE_IDLE_IN_TRANSACTION_MS).
+   */
+  transactionIdleMs?: number | undefined;
 };
 
 /**
@@ -105,6 +110,45 @@ export const POOL_WAIT_MS = 10_000;
  */
 export const STATEMENT_WAIT_MS = 30_000;
 
+/**
+ * How long Postgres lets a transaction of the pool wait for its next statement before it ends the
+ * session, and the transaction with it (idle_in_transaction_session_timeout, set on each
+ * connection). A link that dies without either end being told (a partition, a NAT or a balancer
+ * that forgot the flow, a frozen host) leaves the transaction's backend waiting for a statement
+ * that never comes; without a bound it kept its row locks (a sender's nonce row, the registration
+ * policy row) until TCP keepalive gave up, over two hours with Linux's defaults, and every other
+ * origin's transfer of those senders, or every public registration, queued behind them.
+ * The longest wait a transaction of the service makes between two statements is a money batch's:
+ * its chain reads (CHAIN_RPC_TIMEOUT_MS, at most 20 s with money on) and then the enclave's
+ * signature (10 s), which config.ts keeps within STATEMENT_WAIT_MS; this is four times that.
+ */
+export const TRANSACTION_IDLE_MS = 120_000;
+
+/**
+ * TCP keepalive of the server's end of the pool's connections and of those of their own
+ * (DatabaseHandle.unbounded): a peer that stopped answering is noticed after about two minutes
+ * (60 s idle, then 6 probes 10 s apart) instead of Linux's two hours and more. It ends what the
+ * idle bound does not reach: a migration's or a sweep's lock held on a connection of its own. A
+ * live peer answers the probes from its kernel, so nothing legitimate is cut. Postgres ignores
+ * them on a Unix socket.
+ */
+const SERVER_KEEPALIVE = {
+  tcp_keepalives_idle: 60,
+  tcp_keepalives_interval: 10,
+  tcp_keepalives_count: 6,
+} as const;
+
+/**
+ * One statement setting each of `settings` for the session: one statement, not several, as
+ * pipeline mode sends everything as an extended-protocol query, which takes one.
+ */
+function sessionSettings(settings: Record<string, number>): string {
+  const each = Object.entries(settings).map(
+    ([name, value]) => `set_config('${name}', '${Math.trunc(value)}', false)`,
+  );
+  return `select ${each.join(", ")}`;
+}
+
 /** A Neon host or DATABASE_DRIVER=neon selects the serverless driver; anything else is pg. */
 export function selectDriver(url: string, explicit?: DatabaseDriver): DatabaseDriver {
   if (explicit) return explicit;
@@ -117,6 +161,10 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   const max = params.maxConnections ?? 10;
   const statementWait = params.statementWaitMs ?? STATEMENT_WAIT_MS;
   const poolWait = params.poolWaitMs ?? POOL_WAIT_MS;
+  const sessionBounds = boundsSessions({
+    idleMs: params.transactionIdleMs ?? TRANSACTION_IDLE_MS,
+    statementWaitMs: statementWait,
+  });
   if (driver === "neon") {
     configureNeon(params.neonWsProxy);
     const pool = new NeonPool({
@@ -129,6 +177,7 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
     pool.on("error", () => {});
     pool.on("connect", survivesLostConnection);
     pool.on("connect", plansOnce);
+    pool.on("connect", sessionBounds);
     const db = drizzleNeon({ client: pool, schema }) as unknown as Db;
     const direct = (): DirectConnection =>
       new NeonClient({ connectionString: params.url }) as unknown as DirectConnection;
@@ -149,6 +198,7 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
   pool.on("error", () => {});
   pool.on("connect", survivesLostConnection);
   pool.on("connect", plansOnce);
+  pool.on("connect", sessionBounds);
   const db = drizzlePg({ client: pool, schema }) as unknown as Db;
   const direct = (): DirectConnection =>
     new pg.Client({ connectionString: params.url }) as unknown as DirectConnection;
@@ -166,6 +216,41 @@ export function connectDatabase(params: ConnectDatabaseParams): DatabaseHandle {
  */
 function survivesLostConnection(client: { on(event: "error", listener: () => void): unknown }): void {
   client.on("error", () => {});
+}
+
+/**
+ * How long after the pool's own statement bound Postgres ends the statement itself
+ * (statement_timeout). The pool gives up on a statement at STATEMENT_WAIT_MS and drops its
+ * connection, but Postgres learns of that only when the statement answers: one queued at a lock
+ * held for minutes (a transaction whose origin's link died, until TRANSACTION_IDLE_MS ends it) kept
+ * its backend, and a connection slot of the server, all that time, and every retry of every origin
+ * left another until the server refused connections to all of them. The statement's own clock
+ * starts when Postgres takes it, after the pool's, so with this margin it never ends a statement
+ * the pool still waits on.
+ */
+const ABANDONED_STATEMENT_GRACE_MS = 5_000;
+
+/**
+ * The session's bounds, set on each connection of the pool before it is handed out: Postgres ends
+ * a transaction left waiting longer than `idleMs` for its next statement (TRANSACTION_IDLE_MS says
+ * why) and a statement the pool gave up on (ABANDONED_STATEMENT_GRACE_MS), and notices a dead
+ * peer (SERVER_KEEPALIVE). Set on the session, so a plain Postgres, the embedded one and Neon all
+ * honour them whatever their own configuration.
+ */
+function boundsSessions(bounds: {
+  idleMs: number;
+  statementWaitMs: number;
+}): (client: { query(text: string): Promise<unknown> }) => void {
+  const statement = sessionSettings({
+    idle_in_transaction_session_timeout: bounds.idleMs,
+    statement_timeout: bounds.statementWaitMs + ABANDONED_STATEMENT_GRACE_MS,
+    ...SERVER_KEEPALIVE,
+  });
+  return (client) => {
+    client.query(statement).catch(() => {
+      // A connection that fails here fails its first real query too, which reports it.
+    });
+  };
 }
 
 /**
@@ -202,6 +287,8 @@ function handle(parts: {
       client.on("error", () => {});
       await client.connect();
       try {
+        // No idle bound here (a sweep's lock waits idle through its tick), but a dead peer ends.
+        await client.query(sessionSettings(SERVER_KEEPALIVE));
         return await work(dbOf(client));
       } finally {
         await client.end().catch(() => {});

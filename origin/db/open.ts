@@ -22,12 +22,18 @@ export async function openDatabase(
       driver: config.database.driver,
       neonWsProxy: config.database.neonWsProxy,
       maxConnections,
+      transactionIdleMs: config.database.idleInTransactionMs,
     });
     return { ...handle, ownsEmbedded: false };
   }
   await refuseAPortAnotherProgramHolds(config.database.embedded);
   const embedded = await startEmbeddedPostgres({ ...config.database.embedded, joinIfRunning: true });
-  const handle = connectDatabase({ url: embedded.url, driver: "pg", maxConnections });
+  const handle = connectDatabase({
+    url: embedded.url,
+    driver: "pg",
+    maxConnections,
+    transactionIdleMs: config.database.idleInTransactionMs,
+  });
   return {
     ...handle,
     ownsEmbedded: embedded.owned,
