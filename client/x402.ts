@@ -67,6 +67,13 @@ export type FetchWithPaymentOptions = {
    * the call gives up with PaymentOutcomeUnknown (default 30 s).
    */
   pendingWaitMs?: number;
+  /**
+   * Told the key the payment is stored under just before the payment is first presented. A caller
+   * that may be stopped while the paid request waits can name it: the same call run again with it
+   * presents the same payment whenever it runs, where the same call without it, once this
+   * authorization can no longer pay, is a new purchase (docs/x402.md#payment-identifiers).
+   */
+  onPresenting?: (idempotencyKey: string) => void;
 };
 
 /** Between two presentations of a payment whose settlement is pending. */
@@ -151,6 +158,7 @@ export async function fetchWithPayment(
     options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey },
   );
   const idempotencyKey = authorization.idempotency_key;
+  options.onPresenting?.(idempotencyKey);
   // Paid where it was quoted: the URL that answered the 402 after any redirect (a fetch that does
   // not say, `url` itself); asked again, the first URL would answer its redirect, not the resource.
   const quotedBy = first.url === "" ? url : first.url;
