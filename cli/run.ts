@@ -237,9 +237,11 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       `${values.timeout === undefined ? "AGENT_TIMEOUT_SECONDS" : "--timeout"} must be a number of seconds, more than 0 and at most a day`,
     );
   }
+  // `pay`'s key, once its payment is presented: what the waiting line tells the agent to run again with.
+  const payment: PaymentInFlight = { presentedKey: undefined };
   const fetchFn = withWaitingNotice(withRequestTimeout(io.fetch ?? nodeFetch, timeoutMs), {
     write: io.stderr,
-    advice: waitingAdvice(command, values.key),
+    advice: () => waitingAdvice(command, values.key, payment),
     afterMs: io.waitingNoticeMs,
   });
 
@@ -263,7 +265,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       const token = io.env.AGENT_TOKEN;
       if (!token) return usage("AGENT_TOKEN is not set (the token is read from the environment only)");
       const client = createGatewayClient({ baseUrl, token, fetch: fetchFn });
-      const run = await runCommand(client, command, positionals.slice(1), values, io);
+      const run = await runCommand(client, command, positionals.slice(1), values, io, payment);
       if (typeof run === "number") return run === EXIT_USAGE ? usage(usageOf(command, positionals[1])) : run;
       if (run instanceof Exited) {
         const shown = command === "policy" ? "policy-check" : command;
@@ -392,6 +394,7 @@ async function runCommand(
   args: string[],
   values: Values,
   io: CliIo,
+  payment: PaymentInFlight,
 ): Promise<unknown> {
   switch (command) {
     case "policy":
@@ -435,7 +438,12 @@ async function runCommand(
         response = await client.fetchWithPayment(
           url,
           { method, ...(values.data === undefined ? {} : { body: values.data }) },
-          values.key === undefined ? {} : { idempotencyKey: values.key },
+          {
+            ...(values.key === undefined ? {} : { idempotencyKey: values.key }),
+            onPresenting: (key) => {
+              payment.presentedKey = key;
+            },
+          },
         );
       } catch (error) {
         if (error instanceof GatewayError) throw error;
@@ -644,19 +652,30 @@ function errorSuffix(error: GatewayError): string {
   return "";
 }
 
+/** The key `pay`'s payment is stored under, once it was presented to the resource. */
+type PaymentInFlight = { presentedKey: string | undefined };
+
 /**
  * What the waiting notice adds (docs/agents.md, "The agent's tools"): a money request may be stopped
  * and sent again with its key, which never pays twice; a registration must never be sent again.
  */
-function waitingAdvice(command: Command, key: string | undefined): string | undefined {
+function waitingAdvice(
+  command: Command,
+  key: string | undefined,
+  payment: PaymentInFlight,
+): string | undefined {
   switch (command) {
     case "faucet":
     case "transfer":
       return `a money request may wait for the service's signer; it is safe to stop and run the same command with --key ${key}: never a second payment`;
-    case "pay":
-      return key === undefined
-        ? "it is safe to stop and run the same command again: it presents the same authorization, never a second payment"
-        : `it is safe to stop and run the same command with --key ${key}: it presents the same authorization, never a second payment`;
+    case "pay": {
+      // Once presented, only the key finds this payment again: the same command without it, run
+      // after the authorization can no longer pay, is a new purchase (docs/x402.md#payment-identifiers).
+      const presented = key ?? payment.presentedKey;
+      return presented === undefined
+        ? "nothing has been presented to the resource yet; it is safe to stop and run the same command again"
+        : `it is safe to stop and run the same command with --key ${presented}: it presents the same authorization, never a second payment`;
+    }
     case "register":
       return "do not run register again if you stop it: a lost answer may already have created the identity";
     case "rotate-token":

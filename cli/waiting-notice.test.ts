@@ -21,4 +21,24 @@ describe("withWaitingNotice", () => {
       "agent-wallet: no answer yet from GET http://127.0.0.1:1/77/agent/v1/actions/a after 0 s; still waiting\n",
     ]);
   });
+
+  it("reads the advice when the line is due, and says it once more only when it changed since", async () => {
+    // Mutation: a line told once per command, whatever its advice, never gives `pay`'s key once
+    // its payment is presented, after a slow authorization told the advice of before it.
+    const lines: string[] = [];
+    let advice = "nothing has been presented yet";
+    const fetchFn = withWaitingNotice(slowFetch, {
+      write: (text) => lines.push(text),
+      advice: () => advice,
+      afterMs: 20,
+    });
+    await fetchFn("http://127.0.0.1:1/77/agent/v1/x402/authorize");
+    await fetchFn("http://127.0.0.1:1/77/agent/v1/x402/authorize");
+    advice = "run the same command with --key K";
+    await fetchFn("http://127.0.0.1:2/article");
+    expect(lines).toEqual([
+      "agent-wallet: no answer yet from GET http://127.0.0.1:1/77/agent/v1/x402/authorize after 0 s; still waiting (nothing has been presented yet)\n",
+      "agent-wallet: no answer yet from GET http://127.0.0.1:2/article after 0 s; still waiting (run the same command with --key K)\n",
+    ]);
+  });
 });

@@ -155,7 +155,7 @@ export class RegistrationUnavailable extends GatewayError {
 export class PaymentRefused extends GatewayError {
   static override readonly exitCode = 16;
   static override readonly family =
-    "x402_* refusals, payment_identifier_conflict, a paid request answered 402 again, a 402 without a readable quote (quote_unreadable)";
+    "x402_* refusals, payment_identifier_conflict, a paid request answered 402 for the payment's own checks, a 402 without a readable quote (quote_unreadable)";
 }
 /**
  * A paid request whose answer was lost: the payment may have settled. Repeat the call with the

@@ -67,6 +67,13 @@ export type FetchWithPaymentOptions = {
    * the call gives up with PaymentOutcomeUnknown (default 30 s).
    */
   pendingWaitMs?: number;
+  /**
+   * Told the key the payment is stored under just before the payment is first presented. A caller
+   * that may be stopped while the paid request waits can name it: the same call run again with it
+   * presents the same payment whenever it runs, where the same call without it, once this
+   * authorization can no longer pay, is a new purchase (docs/x402.md#payment-identifiers).
+   */
+  onPresenting?: (idempotencyKey: string) => void;
 };
 
 /** Between two presentations of a payment whose settlement is pending. */
@@ -130,8 +137,11 @@ export async function authorizeX402(
  * unfollowed, so the payment goes to no other URL. A
  * payment the spending policy holds throws PolicyHeld before anything is presented: nothing was
  * paid, and the same call with its `idempotencyKey` pays once an operator has approved it. A paid
- * request with no answer, or answered 502, 503 or 504, throws PaymentOutcomeUnknown: the same call
- * with its `idempotencyKey` presents the same payment, never a second one.
+ * request with no answer, or answered 502, 503 or 504, or 402 with a PAYMENT-RESPONSE saying its
+ * settlement failed for a reason that does not say nothing moved (refusedBeforeSettling), throws
+ * PaymentOutcomeUnknown: the same call with its `idempotencyKey` presents the same payment, never a
+ * second one. A paid request answered 402 for the payment's own checks (or without a settlement)
+ * throws PaymentRefused.
  */
 export async function fetchWithPayment(
   deps: X402Deps,
@@ -148,6 +158,7 @@ export async function fetchWithPayment(
     options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey },
   );
   const idempotencyKey = authorization.idempotency_key;
+  options.onPresenting?.(idempotencyKey);
   // Paid where it was quoted: the URL that answered the 402 after any redirect (a fetch that does
   // not say, `url` itself); asked again, the first URL would answer its redirect, not the resource.
   const quotedBy = first.url === "" ? url : first.url;
@@ -200,6 +211,23 @@ export async function fetchWithPayment(
     throw new PaymentOutcomeUnknown(
       `the payment's settlement ${transaction ?? ""} is still pending: repeat with the same idempotency key, which presents the same payment (never pay again)`,
       { code: SETTLEMENT_PENDING, status: 402, body: { settlement }, idempotencyKey },
+    );
+  }
+  if (settlement !== undefined && !refusedBeforeSettling(settlement)) {
+    // The resource tried to settle the payment and says it failed, for a reason that does not say
+    // nothing moved (its way to its facilitator lost the answer, the facilitator asked for the same
+    // payment again, a transaction failed that another relayer's may have beaten): the payment may
+    // have settled, and the seller holds it. Presented again, it is answered by what it came to.
+    const reason = typeof settlement.errorReason === "string" ? settlement.errorReason : "no reason given";
+    // The seller's own words, when they add to the reason (ours says whether another relayer's
+    // transaction paid the payee).
+    const said =
+      typeof settlement.errorMessage === "string" && settlement.errorMessage !== reason
+        ? `: ${settlement.errorMessage.slice(0, 300)}`
+        : "";
+    throw new PaymentOutcomeUnknown(
+      `the resource answered 402 saying its settlement of the payment failed (${reason.slice(0, 200)}${transaction ? `, transaction ${transaction}` : ""}${said}); the payment may have settled: repeat with the same idempotency key, which presents the same payment (never pay again)`,
+      { code: "payment_outcome_unknown", status: 402, body: { settlement, quote: again }, idempotencyKey },
     );
   }
   // Paid and refused: say why, with the settlement the resource names (another presentation of
@@ -277,6 +305,25 @@ const LOST_ANSWER_STATUSES = new Set([502, 503, 504]);
 const SETTLEMENT_PENDING = "settlement_pending";
 /** @x402/evm's reason for an authorization whose nonce another presentation used. */
 const NONCE_ALREADY_USED = "invalid_exact_evm_nonce_already_used";
+
+/**
+ * A failed settlement whose reason says this presentation moved nothing: the payment's own checks
+ * refused it (x402's `invalid_*` and `unsupported_*` reasons, no transaction named; a failed
+ * transaction may have lost to another relayer's, which paid the seller), the nonce already used
+ * (answered as such), the id bound to another request, or a broadcast the chain never mined.
+ * Any other reason (the seller's facilitator unreachable or its answer lost, `service_unavailable`,
+ * `chain_unavailable`, `unexpected_settle_error`, …) leaves the outcome unknown.
+ */
+function refusedBeforeSettling(settlement: PaymentSettlement): boolean {
+  const reason = settlement.errorReason;
+  if (typeof reason !== "string") return false;
+  if (reason === NONCE_ALREADY_USED || FINAL_SETTLE_REASONS.has(reason)) return true;
+  const named = typeof settlement.transaction === "string" && settlement.transaction !== "";
+  return /^(invalid|unsupported)_/.test(reason) && !named && !reason.endsWith("_transaction_failed");
+}
+
+/** Reasons of a settlement that ended without moving money, nor ever will by that presentation. */
+const FINAL_SETTLE_REASONS = new Set(["broadcast_refused", "payment_identifier_conflict"]);
 
 /**
  * The quote of a 402: its body, or the PAYMENT-REQUIRED header, which carries the same JSON in

@@ -39,8 +39,16 @@ export async function readJsonBody<T>(
   if (!nestsAtMost(body, MAX_JSON_DEPTH)) {
     throw new AppError("validation_failed", `the body nests deeper than ${MAX_JSON_DEPTH} levels`);
   }
+  return { data: parseJsonValue(schema, body), raw: body };
+}
+
+/**
+ * A body readJsonBody read (its `raw`), parsed with `schema` as readJsonBody parses it: for a route
+ * that must look at what it was sent before judging its shape.
+ */
+export function parseJsonValue<T>(schema: z.ZodType<T>, body: unknown): T {
   const parsed = schema.safeParse(body);
-  if (parsed.success) return { data: parsed.data, raw: body };
+  if (parsed.success) return parsed.data;
   throw new AppError("validation_failed", describeIssue(parsed.error.issues[0], body));
 }
 

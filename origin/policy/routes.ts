@@ -4,6 +4,7 @@
  * request would meet and signs and reserves nothing.
  */
 import type { Handler } from "hono";
+import * as z from "zod";
 import {
   type AgentPolicyDocument,
   agentPolicySchema,
@@ -18,11 +19,12 @@ import {
   policyCheckRequestSchema,
   policyPatchSchema,
 } from "../../shared/policy-schemas.ts";
+import { otherX402Version } from "../../shared/x402-version.ts";
 import type { Clock } from "../clock.ts";
 import type { Db } from "../db/client.ts";
 import { AppError } from "../errors.ts";
 import type { AppEnv, AuthenticatedAgent } from "../http/env.ts";
-import { parseJsonBody } from "../http/json-body.ts";
+import { parseJsonBody, parseJsonValue, readJsonBody } from "../http/json-body.ts";
 import { changeAgentPolicy, type PolicyChangeDeps, type PolicyChangeError } from "./change.ts";
 import { type PolicyState, readPolicyState } from "./store.ts";
 import { policyView } from "./view.ts";
@@ -83,7 +85,20 @@ export function patchPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
 
 export function checkPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
   return async (c) => {
-    const body = await parseJsonBody(c, policyCheckRequestSchema, 64 * 1024);
+    const { raw } = await readJsonBody(c, z.unknown(), 64 * 1024);
+    // A quote of another x402 version is what authorize refuses first, whatever its shape (its
+    // 422 x402_requirement_unsupported): the check answers that, not a malformed request.
+    if (otherX402Version(x402QuoteSent(raw)) !== undefined) {
+      if (!deps.x402Decision)
+        throw new AppError("feature_disabled", "x402 authorization is not available on this node");
+      const denied: PolicyCheckResponse = {
+        decision: "deny",
+        rule: "node.x402_requirement_unsupported",
+        remaining: "0",
+      };
+      return c.json(denied);
+    }
+    const body = parseJsonValue(policyCheckRequestSchema, raw);
     const agent = c.get("agent");
     const state = await readPolicyState(deps.db, agent.agentId, deps.clock.now());
     let decision: PolicyDecision;
@@ -108,6 +123,23 @@ export function checkPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
         : { decision: decision.decision, rule: decision.rule, remaining: decision.remaining };
     return c.json(answer);
   };
+}
+
+/** The quote of a check body `{"x402": {"payment_required": …}}` as sent, and nothing else. */
+function x402QuoteSent(raw: unknown): unknown {
+  if (!isOnly(raw, "x402")) return undefined;
+  const x402 = raw.x402;
+  return isOnly(x402, "payment_required") ? x402.payment_required : undefined;
+}
+
+function isOnly<K extends string>(value: unknown, key: K): value is Record<K, unknown> {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.keys(value).length === 1 &&
+    key in value
+  );
 }
 
 function changeRefusal(error: PolicyChangeError): AppError {

@@ -14,6 +14,7 @@ import {
 } from "../../../shared/constants.ts";
 import type { X402PaymentRequired } from "../../../shared/gateway-schemas.ts";
 import { err, ok, type Result } from "../../../shared/result.ts";
+import { otherX402Version } from "../../../shared/x402-version.ts";
 
 /** The node's x402 settings (config.x402 with the switch on: amount and payTo are required). */
 export type X402AuthorizePolicy = {
@@ -77,10 +78,21 @@ export function chooseRequirement(
 }
 
 /** A quote of another x402 version: this gateway authorizes version 2 only. */
-export function versionRefusal(quote: X402PaymentRequired): RequirementRefusal | undefined {
+export function versionRefusal(
+  quote: Pick<X402PaymentRequired, "x402Version">,
+): RequirementRefusal | undefined {
   return quote.x402Version === 2
     ? undefined
     : unsupported(`this gateway authorizes x402 version 2 quotes, not version ${quote.x402Version}`);
+}
+
+/**
+ * The version refusal of a request's `payment_required` as it was sent, before its shape is judged
+ * (shared/x402-version.ts). Undefined when it names version 2, or no whole-number version.
+ */
+export function sentVersionRefusal(raw: unknown): RequirementRefusal | undefined {
+  const version = otherX402Version((raw as { payment_required?: unknown } | null)?.payment_required);
+  return version === undefined ? undefined : versionRefusal({ x402Version: version });
 }
 
 /**

@@ -15,6 +15,7 @@
  */
 
 import type { Context, Handler } from "hono";
+import * as z from "zod";
 import { evaluateX402, NO_AGENT_POLICY, type PolicyDecision } from "../../../shared/agent-policy.ts";
 import {
   AGENT_POLICY_REFUSAL_DETAILS,
@@ -42,7 +43,7 @@ import type { Clock } from "../../clock.ts";
 import type { Db } from "../../db/client.ts";
 import { AppError } from "../../errors.ts";
 import type { AppEnv } from "../../http/env.ts";
-import { readJsonBody } from "../../http/json-body.ts";
+import { parseJsonValue, readJsonBody } from "../../http/json-body.ts";
 import { policyDenied } from "../../policy/refusal.ts";
 import { type PolicyState, readPolicyState } from "../../policy/store.ts";
 import { KEY_BINDING_MISMATCH, keyUnavailable } from "../../signer/key-binding.ts";
@@ -69,6 +70,7 @@ import {
   type ChosenRequirement,
   chooseRequirement,
   type RequirementRefusal,
+  sentVersionRefusal,
   type X402AuthorizePolicy,
 } from "./authorize-requirement.ts";
 
@@ -107,7 +109,11 @@ export function x402AuthorizeHandler(deps: X402AuthorizeDeps): Handler<AppEnv> {
     return null;
   };
   return async (c) => {
-    const { data: body, raw } = await readJsonBody(c, x402AuthorizeRequestSchema, MAX_BODY_BYTES);
+    const { raw } = await readJsonBody(c, z.unknown(), MAX_BODY_BYTES);
+    // Another x402 version first: its quote has another shape, which is not the agent's fault.
+    const version = sentVersionRefusal(raw);
+    if (version) throw new AppError(version.code, version.message);
+    const body = parseJsonValue(x402AuthorizeRequestSchema, raw);
     // What goes into the envelope is the quote as sent (schema parsing reorders keys).
     const quote = (raw as { payment_required: Record<string, unknown> }).payment_required;
     const agent = c.get("agent");
