@@ -4,9 +4,10 @@
  * of one available batch, written by one set-based statement. Their keys are not in any enclave and
  * their tokens' secrets are not known to anyone, so they never sign or authenticate; they are
  * marked verified now, so the identity sweep leaves them alone for its window. They are dated
- * just after the oldest real identity, so the origin's check that the enclave holds the assigned
- * keys (signer/key-holding.ts: the oldest and the newest identity's) still asks about real ones:
- * seed once the real agents are made.
+ * just after the oldest real identity, and their keys put in its batch, so the origin's checks
+ * that the enclave holds the assigned keys still ask about real ones: /healthz's (the oldest and
+ * the newest identity's, signer/key-holding.ts) and the start's (each batch's oldest identity's,
+ * signer/batch-holding.ts). Seed once the real agents are made.
  */
 import { sql } from "drizzle-orm";
 import { type Db, queryRows } from "../origin/db/client.ts";
@@ -18,7 +19,8 @@ export async function seedIdleAgents(db: Db, count: number): Promise<number> {
   const [row] = await queryRows<{ seeded: number }>(
     db,
     sql`with batch as (
-          insert into key_batches (size, status) values (${count}, 'available') returning batch_id
+          select p.batch_id from agent_identities i join key_pool p on p.key_ref = i.agent_transfer_key_ref
+          order by i.created_at limit 1
         ), keys as (
           select n,
             encode(sha256(convert_to(${salt} || ':key:' || n, 'UTF8')), 'hex') as key_ref,

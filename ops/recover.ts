@@ -8,12 +8,14 @@
  *       prints the public key of the enclave's backup signer (also in its init record): keep it
  *       with the recovery keys, a recovery names it with --backup-signer
  *   npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE
- *                      (--backup-signer HEX [--accept-unsigned-backups] | --accept-unsigned-backups) [--socket PATH]
+ *                      (--backup-signer HEX [--backup-signer HEX …] [--accept-unsigned-backups] | --accept-unsigned-backups) [--socket PATH]
  *       loads the recovery encryption key into the enclave (sealed to one of its transport keys)
  *       and restores every DIR/*.backup as it is on disk: the enclave opens each recovery copy,
  *       no wallet key is decrypted in this process. Only envelopes signed by the lost enclave's
- *       backup signer (--backup-signer) are restored: the folder lives on the origin host, and
- *       anyone holding the public recovery key can make an envelope of keys they know. Unsigned
+ *       backup signer (--backup-signer) are restored, or by the signer of an earlier enclave a
+ *       recovery replaced, named with another --backup-signer (its batches are in the folder too,
+ *       signed by it): the folder lives on the origin host, and anyone holding the public
+ *       recovery key can make an envelope of keys they know. Unsigned
  *       (v2) envelopes, made before backups were signed, only with --accept-unsigned-backups,
  *       with a warning each
  *   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
@@ -53,7 +55,7 @@ import { backupFilesIn, backupKey, type FileRecovery, recoverBatches } from "./l
 const USAGE = `usage:
   npm run recover -- transport-key [--socket PATH]
   npm run recover -- backup-signer [--socket PATH]
-  npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE (--backup-signer HEX | --accept-unsigned-backups) [--socket PATH]
+  npm run recover -- --backup-dir DIR --recovery-key FILE --recovery-enc-key FILE (--backup-signer HEX [--backup-signer HEX …] | --accept-unsigned-backups) [--socket PATH]
   npm run recover -- --package FILE [--package FILE …] --recovery-key FILE [--socket PATH]
   npm run recover -- backup-key (--treasury | --settler | --payee | --key-ref REF) --admin-key FILE --backup-dir DIR [--socket PATH]
 `;
@@ -68,7 +70,8 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       package: { type: "string", multiple: true },
       "recovery-key": { type: "string" },
       "recovery-enc-key": { type: "string" },
-      "backup-signer": { type: "string" },
+      // Repeatable: a folder holds the backups of every enclave the node had, each signed by its own.
+      "backup-signer": { type: "string", multiple: true },
       "accept-unsigned-backups": { type: "boolean" },
       socket: { type: "string" },
       treasury: { type: "boolean" },
@@ -128,13 +131,12 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   if (extra.length > 0) {
     throw new UsageError(`${form} takes no ${extra.map((name) => `--${name}`).join(", ")}`);
   }
-  if (fromDir && !values["backup-signer"] && !values["accept-unsigned-backups"]) {
+  if (fromDir && (values["backup-signer"] ?? []).length === 0 && !values["accept-unsigned-backups"]) {
     throw new UsageError(
-      "--backup-dir needs --backup-signer HEX (the lost enclave's, from its init record or `recover -- backup-signer`), or --accept-unsigned-backups",
+      "--backup-dir needs --backup-signer HEX (the lost enclave's, from its init record or `recover -- backup-signer`; one more for each earlier enclave a recovery replaced), or --accept-unsigned-backups",
     );
   }
-  const backupSigner =
-    values["backup-signer"] === undefined ? null : parseBackupSigner(values["backup-signer"]);
+  const backupSigners = (values["backup-signer"] ?? []).map(parseBackupSigner);
   // Read before the enclave is asked anything: a key file that cannot be read is a usage error.
   const restoring = !transportOnly && !signerOnly && !backupOnly;
   const recoveryAuthority = restoring
@@ -207,7 +209,7 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
             kind: "backup-dir",
             dir: values["backup-dir"]!,
             recoveryEncryptionKey: recoveryEncryptionKey!,
-            signers: { expected: backupSigner, acceptUnsigned: values["accept-unsigned-backups"] === true },
+            signers: { expected: backupSigners, acceptUnsigned: values["accept-unsigned-backups"] === true },
           }
         : { kind: "packages", files: packages },
       onFile: printRecovery,

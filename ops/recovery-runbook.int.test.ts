@@ -1,5 +1,5 @@
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from "node:child_process";
-import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
@@ -135,6 +135,10 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
     };
     const identities = await readIdentities();
     expect(identities.length).toBeGreaterThan(0);
+    const signerOf = async (record: string): Promise<string> =>
+      (JSON.parse(await readFile(path.join(dataDir, record), "utf8")) as { backup_signer: string })
+        .backup_signer;
+    const lostSigner = await signerOf("enclave-init.json");
     await stop(first);
 
     // The loss, and npm start refusing to put a new enclave beside the database.
@@ -172,6 +176,15 @@ describe("the local disaster-recovery runbook (docs/operations.md), followed as 
     expect(after).toEqual(before);
     const signer = createSocketSignerClient({ socketPath });
     try {
+      // The next recovery starts from the records: the stack's is now the new enclave's, whose
+      // backup signer signs every batch made from here on, and the lost one's is kept beside it
+      // for the batches it signed, which the block's next run names too.
+      const sealedIdentity = await signer.getSealedIdentity();
+      expect(await signerOf("enclave-init.json")).toBe(
+        sealedIdentity.ok && sealedIdentity.value.backupSigner,
+      );
+      const kept = (await readdir(dataDir)).filter((name) => /^enclave-init\..+\.json$/.test(name));
+      expect(await Promise.all(kept.map(signerOf))).toEqual([lostSigner]);
       for (const identity of await readIdentities()) {
         const held = await signer.publicIdentity({ keyRef: identity.key_ref });
         expect(held.ok && held.value.address.toLowerCase()).toBe(identity.wallet.toLowerCase());

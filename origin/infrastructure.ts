@@ -6,6 +6,7 @@ import type { Config } from "./config.ts";
 import type { DatabaseHandle } from "./db/client.ts";
 import type { Logger } from "./logger.ts";
 import type { OriginMetrics } from "./metrics/metrics.ts";
+import type { BatchHoldingReport } from "./signer/batch-holding.ts";
 import type { KeyHoldingReport } from "./signer/key-holding.ts";
 import type { PolicyHoldingReport } from "./signer/policy-holding.ts";
 import type { SignerClient } from "./signer/types.ts";
@@ -40,6 +41,11 @@ export type Infrastructure = {
    * (startup/keys-held.ts); /healthz reports it.
    */
   keysHeld?: (() => Promise<KeyHoldingReport>) | undefined;
+  /**
+   * Asks the enclave for one assigned key of every key batch (signer/batch-holding.ts): the start's
+   * check, which names each batch a recovery left out; absent without an enclave endpoint.
+   */
+  batchesHeld?: (() => Promise<BatchHoldingReport>) | undefined;
   /**
    * Asks the enclave whether it holds the spending policies and the freeze the database stores
    * (signer/policy-holding.ts); absent without an enclave endpoint. The start logs a warning when it

@@ -9,6 +9,7 @@ import { openDatabase } from "./db/open.ts";
 import type { Infrastructure } from "./infrastructure.ts";
 import type { Logger } from "./logger.ts";
 import { createOriginMetrics, type OriginMetrics } from "./metrics/metrics.ts";
+import { type BatchHoldingReport, checkEveryBatchHeld } from "./signer/batch-holding.ts";
 import { type CreateSignerClientOptions, createSignerClients } from "./signer/create-signer-client.ts";
 import { checkAssignedKeysHeld, type KeyHoldingReport } from "./signer/key-holding.ts";
 import { checkStoredPoliciesHeld, type PolicyHoldingReport } from "./signer/policy-holding.ts";
@@ -105,6 +106,9 @@ export async function openInfrastructure(
   const keysHeld = keyLookup
     ? (): Promise<KeyHoldingReport> => checkAssignedKeysHeld(database.db, keyLookup)
     : undefined;
+  const batchesHeld = keyLookup
+    ? (): Promise<BatchHoldingReport> => checkEveryBatchHeld(database.db, keyLookup)
+    : undefined;
   const policiesHeld = config.signer.endpoint
     ? (): Promise<PolicyHoldingReport> => checkStoredPoliciesHeld(database.db, signer)
     : undefined;
@@ -121,6 +125,7 @@ export async function openInfrastructure(
       backupStore: fileBackupStore,
       metrics,
       keysHeld,
+      batchesHeld,
       policiesHeld,
     },
     sealed,

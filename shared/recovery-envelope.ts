@@ -125,10 +125,18 @@ export function signBackupEnvelope(seed: Uint8Array, preimage: Uint8Array): Uint
 }
 
 /** How a recovery treats an envelope's signer: the key it must be signed by, and whether v2 passes. */
-export type BackupSignerPolicy = { expected: Uint8Array | null; acceptUnsigned: boolean };
+/**
+ * The backup signers whose envelopes may be restored: one, or several where the folder holds
+ * backups of more than one enclave of the node (an enclave a recovery replaced signed its own with
+ * the backup signer of its own sealing key); and whether unsigned (v2) envelopes pass.
+ */
+export type BackupSignerPolicy = {
+  expected: Uint8Array | readonly Uint8Array[] | null;
+  acceptUnsigned: boolean;
+};
 
 /**
- * Whether a parsed envelope may be restored under `policy`: a v3 envelope signed by the expected
+ * Whether a parsed envelope may be restored under `policy`: a v3 envelope signed by an expected
  * key, or a v2 (unsigned) one when the operator accepts those. `ok(true)` for an unsigned envelope
  * let through (the caller warns), `ok(false)` for a verified one; the error says why not.
  */
@@ -143,16 +151,26 @@ export function checkBackupSignature(
           "unsigned envelope (v2, made before backups were signed): anyone holding the public recovery key can make one; restore it only with --accept-unsigned-backups",
         );
   }
-  if (!policy.expected) return err("signed envelope, but no --backup-signer to check it against was given");
+  const expected =
+    policy.expected === null
+      ? []
+      : policy.expected instanceof Uint8Array
+        ? [policy.expected]
+        : policy.expected;
+  if (expected.length === 0)
+    return err("signed envelope, but no --backup-signer to check it against was given");
   const { signature, ...rest } = envelope;
-  if (!equalBytes(envelope.signer, policy.expected)) {
+  const signer = expected.find((key) => equalBytes(envelope.signer, key));
+  if (!signer) {
     return err(
-      `signed by backup signer ${toHex(envelope.signer)}, not by the expected ${toHex(policy.expected)}: not made by this node's enclave`,
+      `signed by backup signer ${toHex(envelope.signer)}, not by the expected ${expected.map((key) => toHex(key)).join(" or ")}: ` +
+        "planted, or made by another enclave. An enclave a recovery replaced signed its backups with its own " +
+        "backup signer (backup_signer of its init record): name each such enclave's with another --backup-signer",
     );
   }
   let valid = false;
   try {
-    valid = ed25519.verify(signature, backupSignaturePreimage(rest), policy.expected);
+    valid = ed25519.verify(signature, backupSignaturePreimage(rest), signer);
   } catch {
     valid = false;
   }

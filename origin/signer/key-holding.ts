@@ -5,7 +5,7 @@
  * is healthy. Read-only (`public_identity`, no capability), so it runs even while identity proofs
  * are dormant.
  */
-import { asc, desc } from "drizzle-orm";
+import { asc, desc, eq } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { agentIdentities } from "../db/schema.ts";
 import type { SignerClient } from "./types.ts";
@@ -29,14 +29,19 @@ export type KeyHoldingReport = {
 export type KeyLookup = SignerClient["publicIdentity"];
 
 /**
- * Asks the enclave for the oldest and the newest assigned key: a lost enclave misses all of them,
- * and two reads keep /healthz cheap however many agents there are.
+ * Asks the enclave for the oldest and the newest assigned key (of identities not revoked): a lost
+ * enclave misses all of them, and two reads keep /healthz cheap however many agents there are. The
+ * start asks one key of every batch instead (batch-holding.ts), which finds a batch a recovery
+ * left out between them.
  */
 export async function checkAssignedKeysHeld(db: Db, lookup: KeyLookup): Promise<KeyHoldingReport> {
+  // A revoked identity's token never works again: revoking is how a node lets go of a batch whose
+  // every backup is lost (batch-holding.ts), so its key is not asked for.
+  const live = eq(agentIdentities.revoked, false);
   const columns = { keyRef: agentIdentities.agentTransferKeyRef, wallet: agentIdentities.assignedWallet };
   const [oldest, newest] = await Promise.all([
-    db.select(columns).from(agentIdentities).orderBy(asc(agentIdentities.createdAt)).limit(1),
-    db.select(columns).from(agentIdentities).orderBy(desc(agentIdentities.createdAt)).limit(1),
+    db.select(columns).from(agentIdentities).where(live).orderBy(asc(agentIdentities.createdAt)).limit(1),
+    db.select(columns).from(agentIdentities).where(live).orderBy(desc(agentIdentities.createdAt)).limit(1),
   ]);
   const keys = distinctKeyRefs([...oldest, ...newest]);
   let missing = 0;

@@ -1,0 +1,135 @@
+import { execFile } from "node:child_process";
+import { mkdir, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
+import { authorityPublicKey } from "../shared/capability.ts";
+import { toHex } from "../shared/hex.ts";
+import { x25519PublicKey } from "../shared/recovery-envelope.ts";
+import { err } from "../shared/result.ts";
+import { makeAgents } from "../testing/agent-factory.ts";
+import { REPO_ROOT } from "../testing/enclave-process.ts";
+import { runTool, type ToolRun } from "../testing/run-tool.ts";
+import { useMoneyStack } from "../testing/stack.ts";
+import { programArgs } from "./lib/program-bundles.mjs";
+
+const run = promisify(execFile);
+
+// A node recovered once has batches of two enclaves in its backup folder: those the lost enclave
+// backed up (signed by its backup signer) and those its successor's refill made since (signed by
+// the successor's, derived from its own sealing key). When the successor is lost too, a recovery
+// that takes one --backup-signer refuses one generation or the other, whichever is named: "run it
+// again until it says 0 refused" could never end, and the older wallets stayed out unless the
+// operator guessed to run it once per signer.
+describe("a second recovery: the backup folder holds batches of two enclave generations (real stack)", () => {
+  const stack = useMoneyStack({}, { timeoutMs: 180_000 });
+
+  const recover = (...args: string[]): Promise<ToolRun> =>
+    runTool("ops/recover.ts", [...args, "--socket", stack.enclave.socketPath]);
+
+  const backupSignerNow = async (): Promise<string> =>
+    (JSON.parse((await recover("backup-signer")).stdout) as { backup_signer: string }).backup_signer;
+
+  /** The enclave's data folder lost, and a new enclave with the same env id and public keys. */
+  const loseAndReplaceEnclave = async (): Promise<void> => {
+    const { enclave } = stack;
+    await enclave.stop();
+    await rm(enclave.dataDir, { recursive: true, force: true });
+    await run(
+      process.execPath,
+      [
+        ...programArgs("enclave/main.ts"),
+        "init",
+        "--data-dir",
+        enclave.dataDir,
+        "--env-id",
+        enclave.envId,
+        "--admin-pubkey",
+        authorityPublicKey(enclave.adminSecret),
+        "--policy-pubkey",
+        authorityPublicKey(enclave.policySecret),
+        "--recovery-pubkey",
+        authorityPublicKey(enclave.recoverySecret),
+        "--recovery-enc-pubkey",
+        toHex(x25519PublicKey(enclave.recoveryEncKey)),
+      ],
+      { cwd: REPO_ROOT },
+    );
+    await enclave.start();
+  };
+
+  it("recover takes each generation's --backup-signer and restores both; one signer alone refuses the other generation's batch, saying to name it", async () => {
+    const keyDir = path.join(stack.enclave.dir, "offline-keys");
+    await mkdir(keyDir, { recursive: true });
+    await writeFile(path.join(keyDir, "recovery.key"), toHex(stack.enclave.recoverySecret), { mode: 0o600 });
+    await writeFile(path.join(keyDir, "recovery-enc.key"), toHex(stack.enclave.recoveryEncKey), {
+      mode: 0o600,
+    });
+    const recoverFolder = (...signers: string[]): Promise<ToolRun> =>
+      recover(
+        "--backup-dir",
+        stack.backupDir,
+        "--recovery-key",
+        path.join(keyDir, "recovery.key"),
+        "--recovery-enc-key",
+        path.join(keyDir, "recovery-enc.key"),
+        ...signers.flatMap((signer) => ["--backup-signer", signer]),
+      );
+
+    // The first enclave: an agent's batch, signed by its backup signer.
+    const older = await stack.newAgent({ drilled: false, verified: false });
+    const firstSigner = await backupSignerNow();
+
+    // The first loss, recovered as the runbook says, with the lost enclave's signer.
+    await loseAndReplaceEnclave();
+    const first = await recoverFolder(firstSigner);
+    expect(first.stdout).toContain(`batch ${older.batchId} (agent-transfer): 1 keys held, 1 imported`);
+    expect(first.stdout).toMatch(/recover: \d+ restored, 0 refused/);
+    const secondSigner = await backupSignerNow();
+    expect(secondSigner).not.toBe(firstSigner);
+
+    // The successor's refill makes a batch (its admin minter reads the new instance id).
+    const [newer] = await makeAgents(
+      {
+        db: stack.db.handle.db,
+        signer: stack.signer,
+        authorities: {
+          admin: createCapabilityMinter({
+            authority: stack.enclave.adminSecret,
+            envId: stack.enclave.envId,
+            client: stack.signer,
+          }),
+        },
+        driller: { drill: async () => err("not drilled here"), close: async () => {} },
+        devnetUrl: stack.devnet.url,
+        envId: stack.enclave.envId,
+        backupDir: stack.backupDir,
+      },
+      1,
+      { drilled: false, verified: false },
+    );
+
+    // The second loss. The lost enclave's signer alone: the first enclave's batch is refused, and
+    // the refusal says what to do.
+    await loseAndReplaceEnclave();
+    const lostOnly = await recoverFolder(secondSigner);
+    expect(lostOnly.stdout).toContain(`batch ${newer!.batchId} (agent-transfer): 1 keys held, 1 imported`);
+    expect(lostOnly.stdout).toContain(
+      `${older.batchId}.backup: refused: signed by backup signer ${firstSigner}`,
+    );
+    expect(lostOnly.stdout).toContain("An enclave a recovery replaced signed its backups with its own");
+    expect(lostOnly.code).toBe(1);
+
+    // Both generations' signers: every batch is restored.
+    const both = await recoverFolder(secondSigner, firstSigner);
+    expect(both.stdout).toContain(`batch ${older.batchId} (agent-transfer): 1 keys held, 1 imported`);
+    expect(both.stdout).toContain(`batch ${newer!.batchId} (agent-transfer): 1 keys held, 0 imported`);
+    expect(both.stdout).toMatch(/recover: \d+ restored, 0 refused/);
+    expect(both.code).toBe(0);
+    for (const agent of [older, newer!]) {
+      const held = await stack.signer.publicIdentity({ keyRef: agent.keyRef });
+      expect(held.ok && held.value.address.toLowerCase()).toBe(agent.wallet.toLowerCase());
+    }
+  }, 240_000);
+});
