@@ -1,20 +1,17 @@
 import { execFile } from "node:child_process";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
-import { authorityPublicKey } from "../shared/capability.ts";
 import { toHex } from "../shared/hex.ts";
-import { x25519PublicKey } from "../shared/recovery-envelope.ts";
 import { err } from "../shared/result.ts";
 import { makeAgents } from "../testing/agent-factory.ts";
-import { REPO_ROOT } from "../testing/enclave-process.ts";
+import { loseAndReplaceEnclave } from "../testing/replace-enclave.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { useMoneyStack } from "../testing/stack.ts";
-import { programArgs } from "./lib/program-bundles.mjs";
 
-const run = promisify(execFile);
+const _run = promisify(execFile);
 
 // A node recovered once has batches of two enclaves in its backup folder: those the lost enclave
 // backed up (signed by its backup signer) and those its successor's refill made since (signed by
@@ -30,34 +27,6 @@ describe("a second recovery: the backup folder holds batches of two enclave gene
 
   const backupSignerNow = async (): Promise<string> =>
     (JSON.parse((await recover("backup-signer")).stdout) as { backup_signer: string }).backup_signer;
-
-  /** The enclave's data folder lost, and a new enclave with the same env id and public keys. */
-  const loseAndReplaceEnclave = async (): Promise<void> => {
-    const { enclave } = stack;
-    await enclave.stop();
-    await rm(enclave.dataDir, { recursive: true, force: true });
-    await run(
-      process.execPath,
-      [
-        ...programArgs("enclave/main.ts"),
-        "init",
-        "--data-dir",
-        enclave.dataDir,
-        "--env-id",
-        enclave.envId,
-        "--admin-pubkey",
-        authorityPublicKey(enclave.adminSecret),
-        "--policy-pubkey",
-        authorityPublicKey(enclave.policySecret),
-        "--recovery-pubkey",
-        authorityPublicKey(enclave.recoverySecret),
-        "--recovery-enc-pubkey",
-        toHex(x25519PublicKey(enclave.recoveryEncKey)),
-      ],
-      { cwd: REPO_ROOT },
-    );
-    await enclave.start();
-  };
 
   it("recover takes each generation's --backup-signer and restores both; one signer alone refuses the other generation's batch, saying to name it", async () => {
     const keyDir = path.join(stack.enclave.dir, "offline-keys");
@@ -82,7 +51,7 @@ describe("a second recovery: the backup folder holds batches of two enclave gene
     const firstSigner = await backupSignerNow();
 
     // The first loss, recovered as the runbook says, with the lost enclave's signer.
-    await loseAndReplaceEnclave();
+    await loseAndReplaceEnclave(stack.enclave);
     const first = await recoverFolder(firstSigner);
     expect(first.stdout).toContain(`batch ${older.batchId} (agent-transfer): 1 keys held, 1 imported`);
     expect(first.stdout).toMatch(/recover: \d+ restored, 0 refused/);
@@ -112,7 +81,7 @@ describe("a second recovery: the backup folder holds batches of two enclave gene
 
     // The second loss. The lost enclave's signer alone: the first enclave's batch is refused, and
     // the refusal says what to do.
-    await loseAndReplaceEnclave();
+    await loseAndReplaceEnclave(stack.enclave);
     const lostOnly = await recoverFolder(secondSigner);
     expect(lostOnly.stdout).toContain(`batch ${newer!.batchId} (agent-transfer): 1 keys held, 1 imported`);
     expect(lostOnly.stdout).toContain(

@@ -1,20 +1,17 @@
 import { execFile } from "node:child_process";
-import { copyFile, mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
-import { authorityPublicKey } from "../shared/capability.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { toHex } from "../shared/hex.ts";
-import { x25519PublicKey } from "../shared/recovery-envelope.ts";
-import { REPO_ROOT } from "../testing/enclave-process.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
+import { loseAndReplaceEnclave } from "../testing/replace-enclave.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { useMoneyStack } from "../testing/stack.ts";
-import { programArgs } from "./lib/program-bundles.mjs";
 
-const run = promisify(execFile);
+const _run = promisify(execFile);
 
 // A recovery from a backup folder that lacks one batch's file (copied before that batch was
 // written, or the file lost since) restores every other batch and says `0 refused`: recover reads
@@ -84,29 +81,7 @@ describe("a recovery from a backup folder missing batches' files (real stack)", 
 
     // The loss, and a new enclave with the same env id and public keys (runbook steps 2 and 3).
     const { enclave } = stack;
-    await enclave.stop();
-    await rm(enclave.dataDir, { recursive: true, force: true });
-    await run(
-      process.execPath,
-      [
-        ...programArgs("enclave/main.ts"),
-        "init",
-        "--data-dir",
-        enclave.dataDir,
-        "--env-id",
-        enclave.envId,
-        "--admin-pubkey",
-        authorityPublicKey(enclave.adminSecret),
-        "--policy-pubkey",
-        authorityPublicKey(enclave.policySecret),
-        "--recovery-pubkey",
-        authorityPublicKey(enclave.recoverySecret),
-        "--recovery-enc-pubkey",
-        toHex(x25519PublicKey(enclave.recoveryEncKey)),
-      ],
-      { cwd: REPO_ROOT },
-    );
-    await enclave.start();
+    await loseAndReplaceEnclave(enclave);
 
     const restored = await recoverFrom(partial);
     // The tool sees only the folder: every file in it was restored.

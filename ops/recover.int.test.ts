@@ -1,22 +1,19 @@
 import { execFile } from "node:child_process";
-import { readdir, rm, writeFile } from "node:fs/promises";
+import { readdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
 import { payWithToken } from "../dev/x402-token-payer.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
-import { authorityPublicKey } from "../shared/capability.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import type { ActionView } from "../shared/gateway-schemas.ts";
 import { toHex } from "../shared/hex.ts";
-import { x25519PublicKey } from "../shared/recovery-envelope.ts";
-import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { agentCalls, isAccepted, newKey } from "../testing/money-client.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
+import { loseAndReplaceEnclave } from "../testing/replace-enclave.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { useMoneyStack } from "../testing/stack.ts";
-import { programArgs } from "./lib/program-bundles.mjs";
 
 const run = promisify(execFile);
 
@@ -85,33 +82,10 @@ describe("disaster recovery: the enclave's data folder is deleted (real stack)",
     const printed = await recover("backup-signer");
     const { backup_signer: backupSigner } = JSON.parse(printed.stdout) as { backup_signer: string };
 
-    // The disaster: the enclave process and its whole data folder (sealing key, keystore, state).
-    await stack.enclave.stop();
-    await rm(stack.enclave.dataDir, { recursive: true, force: true });
-
-    // A new enclave: the same env id and authority public keys, a new sealing key, no old files.
+    // The disaster, and a new enclave: the same env id and authority public keys, a new sealing
+    // key, no old files.
     const { enclave } = stack;
-    await run(
-      process.execPath,
-      [
-        ...programArgs("enclave/main.ts"),
-        "init",
-        "--data-dir",
-        enclave.dataDir,
-        "--env-id",
-        enclave.envId,
-        "--admin-pubkey",
-        authorityPublicKey(enclave.adminSecret),
-        "--policy-pubkey",
-        authorityPublicKey(enclave.policySecret),
-        "--recovery-pubkey",
-        authorityPublicKey(enclave.recoverySecret),
-        "--recovery-enc-pubkey",
-        toHex(x25519PublicKey(enclave.recoveryEncKey)),
-      ],
-      { cwd: REPO_ROOT },
-    );
-    await enclave.start();
+    await loseAndReplaceEnclave(enclave);
     expect(await stack.signer.publicIdentity({ keyRef: agent.keyRef })).toMatchObject({
       ok: false,
       error: { code: "key_purpose_mismatch" },
