@@ -2,9 +2,8 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
 import { parseBearerHeader } from "../shared/agent-token.ts";
-import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
-import { holdLock } from "../testing/held-lock.ts";
-import { waitUntilBlockedBy } from "../testing/lock-waiters.ts";
+import { createTestDatabase, type TestDatabase, urlThrough } from "../testing/database.ts";
+import { type CommitHold, holdCommitsInserting } from "../testing/held-commit.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { provisionedIdentity, seedFreeKeys } from "../testing/seed.ts";
 import { startTcpProxy, type TcpProxy } from "../testing/tcp-proxy.ts";
@@ -14,18 +13,14 @@ import { startTcpProxy, type TcpProxy } from "../testing/tcp-proxy.ts";
 // tool, and the token it made (only its hash is stored) is shown nowhere else. The real tool as a
 // process, real Postgres behind a TCP proxy the test cuts.
 //
-// The one thing made for the test: a deferred trigger on agent_tokens that makes the COMMIT of a
-// transaction that wrote a token wait for an advisory lock the test holds, so the link is cut
-// while that commit is in flight, and not somewhere near it. Nothing else of the commit changes.
-
-const COMMIT_HOLD = 770_078;
-/** The tool's COMMIT, as pg_stat_activity shows it. */
-const COMMIT = "^(commit|COMMIT)";
+// The one thing made for the test: the COMMIT of a transaction that wrote a token waits for a lock
+// the test holds (testing/held-commit.ts), so the link is cut while that commit is in flight.
 
 describe("npm run agents, when the database link is lost while its change commits", () => {
   let testDb: TestDatabase;
   let proxy: TcpProxy;
   let proxiedUrl: string;
+  let commits: CommitHold;
   const db = () => testDb.handle.db;
   const run = (...args: string[]): Promise<ToolRun> =>
     runTool("ops/agents.ts", args, { env: { DATABASE_URL: proxiedUrl, LOG_LEVEL: "silent" } });
@@ -44,17 +39,9 @@ describe("npm run agents, when the database link is lost while its change commit
   beforeAll(async () => {
     testDb = await createTestDatabase();
     await seedFreeKeys(db(), 10);
-    await db().execute(
-      sql.raw(`
-      create function hold_token_commit() returns trigger language plpgsql as $$
-      begin perform pg_advisory_xact_lock(${COMMIT_HOLD}); return null; end $$;
-      create constraint trigger hold_token_commit after insert on agent_tokens
-        deferrable initially deferred for each row execute function hold_token_commit();`),
-    );
+    commits = await holdCommitsInserting(db(), "agent_tokens", 770_078);
     proxy = await startTcpProxy(testDb.url);
-    const proxied = new URL(testDb.url);
-    proxied.host = new URL(proxy.url).host;
-    proxiedUrl = proxied.toString();
+    proxiedUrl = urlThrough(proxy, testDb.url);
   });
   afterAll(async () => {
     await proxy?.close();
@@ -62,20 +49,16 @@ describe("npm run agents, when the database link is lost while its change commit
   });
 
   /** Runs the tool once the test holds the commits of token writes; resolves once its commit waits. */
-  async function runUntilItCommits(...args: string[]) {
-    const hold = await holdLock(db(), sql`select pg_advisory_xact_lock(${COMMIT_HOLD})`);
-    const pending = run(...args);
-    await waitUntilBlockedBy(db(), { holder: hold.pid, statement: COMMIT, what: "the tool's commit" });
-    return { hold, pending };
-  }
+  const runUntilItCommits = (...args: string[]) =>
+    commits.whileCommitting("the tool's commit", () => run(...args));
 
   it("create prints the token of the identity its commit made, rather than an error for an identity nobody holds", async () => {
     const before = (await identities()).length;
-    const { hold, pending } = await runUntilItCommits("create", "--capabilities", "read,transfer");
+    const { release, pending } = await runUntilItCommits("create", "--capabilities", "read,transfer");
     // The link drops while the commit is in Postgres's hands; the tool reaches it again at once.
     proxy.cut("reset");
     proxy.restore();
-    await hold.release();
+    await release();
     const created = await pending;
     await expect.poll(async () => (await identities()).length, { timeout: 10_000 }).toBe(before + 1);
     const made = (await identities()).at(-1)!;
@@ -90,10 +73,10 @@ describe("npm run agents, when the database link is lost while its change commit
 
   it("rotate-token prints the new token its commit stored, rather than an error while the old token is gone", async () => {
     const identity = await provisionedIdentity(db(), { capabilities: ["read"], origin: "operator" });
-    const { hold, pending } = await runUntilItCommits("rotate-token", "--agent", identity.agentId);
+    const { release, pending } = await runUntilItCommits("rotate-token", "--agent", identity.agentId);
     proxy.cut("reset");
     proxy.restore();
-    await hold.release();
+    await release();
     const rotated = await pending;
     await expect.poll(async () => ownerOf(identity.token), { timeout: 10_000 }).toBeUndefined();
     expect(rotated.code).toBe(0);
@@ -105,12 +88,12 @@ describe("npm run agents, when the database link is lost while its change commit
 
   it("create, when whether it committed cannot be learnt, names the identity and how to find out, and no token", async () => {
     const before = (await identities()).length;
-    const { hold, pending } = await runUntilItCommits("create", "--capabilities", "read");
+    const { release, pending } = await runUntilItCommits("create", "--capabilities", "read");
     // The database stays out of reach: the tool cannot look.
     proxy.cut("reset");
     const created = await pending;
     proxy.restore();
-    await hold.release();
+    await release();
     await expect.poll(async () => (await identities()).length, { timeout: 10_000 }).toBe(before + 1);
     const made = (await identities()).at(-1)!;
     expect(created.code).toBe(3);
@@ -127,11 +110,11 @@ describe("npm run agents, when the database link is lost while its change commit
 
   it("rotate-token, when whether it committed cannot be learnt, says to run it again, and no token", async () => {
     const identity = await provisionedIdentity(db(), { capabilities: ["read"], origin: "operator" });
-    const { hold, pending } = await runUntilItCommits("rotate-token", "--agent", identity.agentId);
+    const { release, pending } = await runUntilItCommits("rotate-token", "--agent", identity.agentId);
     proxy.cut("reset");
     const rotated = await pending;
     proxy.restore();
-    await hold.release();
+    await release();
     expect(rotated.code).toBe(3);
     expect(rotated.stdout).toBe("");
     expect(rotated.stderr).not.toMatch(/agt_/);
@@ -143,13 +126,10 @@ describe("npm run agents, when the database link is lost while its change commit
 
   it("create whose commit did not go through says so, and nothing is made", async () => {
     const before = await identities();
-    const { hold, pending } = await runUntilItCommits("create", "--capabilities", "read");
+    const { release, pending } = await runUntilItCommits("create", "--capabilities", "read");
     // The tool's session ends in the middle of its commit: Postgres rolls it back.
-    await db().execute(
-      sql`select pg_terminate_backend(pid) from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock' and query ~ ${COMMIT}`,
-    );
-    await hold.release();
+    await commits.endWaitingCommit();
+    await release();
     const created = await pending;
     expect(created.code).toBe(3);
     expect(created.stdout).toBe("");

@@ -73,8 +73,13 @@ export async function databaseBehindProxy(
   pool: Pick<ConnectDatabaseParams, "maxConnections" | "statementWaitMs"> = {},
 ): Promise<{ proxy: TcpProxy; database: DatabaseHandle }> {
   const proxy = await startTcpProxy(`http://${new URL(url).host}`);
+  const database = connectDatabase({ url: urlThrough(proxy, url), driver: "pg", maxConnections: 4, ...pool });
+  return { proxy, database };
+}
+
+/** The database `url` as reached through `proxy` (a tool run as a process is given this one). */
+export function urlThrough(proxy: TcpProxy, url: string): string {
   const proxied = new URL(url);
   proxied.host = new URL(proxy.url).host;
-  const database = connectDatabase({ url: proxied.toString(), driver: "pg", maxConnections: 4, ...pool });
-  return { proxy, database };
+  return proxied.toString();
 }

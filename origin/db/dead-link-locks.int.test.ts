@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { sleep } from "../../shared/sleep.ts";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { createTestDatabase, type TestDatabase, urlThrough } from "../../testing/database.ts";
 import { holdLock } from "../../testing/held-lock.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
@@ -92,10 +92,8 @@ describe("locks held by an origin whose database link dies silently (real Postgr
         for each row execute function hold_issuance_insert();`),
     );
     proxy = await startTcpProxy(testDb.url);
-    const proxied = new URL(testDb.url);
-    proxied.host = new URL(proxy.url).host;
     behindProxy = connectDatabase({
-      url: proxied.toString(),
+      url: urlThrough(proxy, testDb.url),
       maxConnections: 4,
       statementWaitMs: DEAD_ORIGIN_STATEMENT_WAIT_MS,
       transactionIdleMs: TRANSACTION_IDLE_MS,

@@ -2,24 +2,21 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseBearerHeader } from "../../shared/agent-token.ts";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
-import { holdLock } from "../../testing/held-lock.ts";
-import type { TestResponse } from "../../testing/http.ts";
-import { waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
+import { createTestDatabase, databaseBehindProxy, type TestDatabase } from "../../testing/database.ts";
+import { type CommitHold, holdCommitsInserting } from "../../testing/held-commit.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { registerAsEdge } from "../../testing/register-as-edge.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
-import { startTcpProxy, type TcpProxy } from "../../testing/tcp-proxy.ts";
-import { connectDatabase, type DatabaseHandle, queryRows } from "../db/client.ts";
+import type { TcpProxy } from "../../testing/tcp-proxy.ts";
+import { type DatabaseHandle, queryRows } from "../db/client.ts";
 import { updateRegistrationPolicy } from "./policy-repository.ts";
 
 // A registration whose issuance commits while the origin's connection to the database is lost:
 // the commit reached Postgres, its answer never reached the origin (issuance.ts). Real origin,
 // real Postgres behind a TCP proxy the test cuts; the test acts as the edge.
 //
-// The one thing made for the test: a deferred trigger on registration_issued that makes the
-// issuance's COMMIT wait for an advisory lock the test holds, so the link is cut while that
-// commit is in flight, and not somewhere near it. Nothing else of the commit changes.
+// The one thing made for the test: the issuance's COMMIT waits for a lock the test holds
+// (testing/held-commit.ts), so the link is cut while that commit is in flight.
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
 const ENV = {
@@ -27,15 +24,13 @@ const ENV = {
   AGENT_EDGE_SHARED_SECRET: EDGE_SECRET,
   AGENT_REGISTRATION_IP_SECRET: randomBytes(32).toString("hex"),
 };
-const COMMIT_HOLD = 770_077;
-/** The issuance's COMMIT, as pg_stat_activity shows it. */
-const COMMIT = "^(commit|COMMIT)";
 
 describe("a registration whose commit's answer is lost with the database link", () => {
   let testDb: TestDatabase;
   let proxy: TcpProxy;
   let handle: DatabaseHandle;
   let origin: TestOrigin;
+  let commits: CommitHold;
   const db = () => testDb.handle.db;
   const freeKeys = async (): Promise<number> =>
     (
@@ -47,17 +42,8 @@ describe("a registration whose commit's answer is lost with the database link", 
   beforeAll(async () => {
     testDb = await createTestDatabase();
     await seedFreeKeys(db(), 10);
-    await db().execute(
-      sql.raw(`
-      create function hold_issuance_commit() returns trigger language plpgsql as $$
-      begin perform pg_advisory_xact_lock(${COMMIT_HOLD}); return null; end $$;
-      create constraint trigger hold_issuance_commit after insert on registration_issued
-        deferrable initially deferred for each row execute function hold_issuance_commit();`),
-    );
-    proxy = await startTcpProxy(testDb.url);
-    const proxied = new URL(testDb.url);
-    proxied.host = new URL(proxy.url).host;
-    handle = connectDatabase({ url: proxied.toString(), maxConnections: 4 });
+    commits = await holdCommitsInserting(db(), "registration_issued", 770_077);
+    ({ proxy, database: handle } = await databaseBehindProxy(testDb.url, { maxConnections: 4 }));
     origin = await startTestOrigin({ database: handle, env: ENV, workers: [] });
     await updateRegistrationPolicy(db(), { changes: { paused: false, keyReserve: 0 }, reason: "test" });
   });
@@ -69,20 +55,16 @@ describe("a registration whose commit's answer is lost with the database link", 
   });
 
   /** A registration, sent once the test holds the commits of issuances; resolves once its commit waits. */
-  async function registerUntilItCommits(ip: string) {
-    const hold = await holdLock(db(), sql`select pg_advisory_xact_lock(${COMMIT_HOLD})`);
-    const pending: Promise<TestResponse> = registerAsEdge(origin.base, EDGE_SECRET, ip);
-    await waitUntilBlockedBy(db(), { holder: hold.pid, statement: COMMIT, what: "the issuance's commit" });
-    return { hold, pending };
-  }
+  const registerUntilItCommits = (ip: string) =>
+    commits.whileCommitting("the issuance's commit", () => registerAsEdge(origin.base, EDGE_SECRET, ip));
 
   it("answers 201 with the token of the identity its commit made, rather than 503 for an identity nobody holds", async () => {
-    const { hold, pending } = await registerUntilItCommits("81.4.0.1");
+    const { release, pending } = await registerUntilItCommits("81.4.0.1");
     // The link drops while the commit is in Postgres's hands; the origin reaches it again at once.
     proxy.cut("reset");
     proxy.restore();
     // The commit goes through: Postgres learns of the lost client only when it answers.
-    await hold.release();
+    await release();
     const response = await pending;
     // The identity is made either way, once its commit has gone through.
     await expect.poll(async () => (await publicIdentities()).length, { timeout: 10_000 }).toBe(1);
@@ -106,13 +88,10 @@ describe("a registration whose commit's answer is lost with the database link", 
   it("a commit that did not go through is refused 503 as before, and nothing is made", async () => {
     const before = await publicIdentities();
     const freeBefore = await freeKeys();
-    const { hold, pending } = await registerUntilItCommits("81.4.0.2");
+    const { release, pending } = await registerUntilItCommits("81.4.0.2");
     // The issuance's session ends in the middle of its commit: Postgres rolls it back.
-    await db().execute(
-      sql`select pg_terminate_backend(pid) from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock' and query ~ ${COMMIT}`,
-    );
-    await hold.release();
+    await commits.endWaitingCommit();
+    await release();
     const response = await pending;
     expect(response.status).toBe(503);
     expect(response.body).toMatchObject({

@@ -8,13 +8,12 @@ import {
   HEADER_REGISTRATION_PROOF,
 } from "../../shared/constants.ts";
 import { solveChallenge } from "../../shared/registration-proof.ts";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { createTestDatabase, databaseBehindProxy, type TestDatabase } from "../../testing/database.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { backendPid, waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
-import { startTcpProxy } from "../../testing/tcp-proxy.ts";
-import { connectDatabase, queryRows } from "../db/client.ts";
+import { queryRows } from "../db/client.ts";
 import { provisionIdentity } from "../keypool/provision.ts";
 import { hashIpGroup } from "./ip-classification.ts";
 import { updateRegistrationPolicy } from "./policy-repository.ts";
@@ -370,10 +369,7 @@ describe("POST {base}/agent/v1/register at the origin", () => {
     it("past the minute's limit, refused from the node's memory with the database out of reach; read again a second later", async () => {
       // A node whose database link the test can cut: a refusal that still read the policy would
       // answer 503 registration_unavailable here instead of 429.
-      const proxy = await startTcpProxy(testDb.url);
-      const proxied = new URL(testDb.url);
-      proxied.host = new URL(proxy.url).host;
-      const handle = connectDatabase({ url: proxied.toString(), maxConnections: 2 });
+      const { proxy, database: handle } = await databaseBehindProxy(testDb.url, { maxConnections: 2 });
       const lines: string[] = [];
       const lone = await startTestOrigin({
         database: handle,

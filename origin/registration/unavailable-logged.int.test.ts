@@ -1,15 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
+import { createTestDatabase, databaseBehindProxy, type TestDatabase } from "../../testing/database.ts";
 import { holdLock } from "../../testing/held-lock.ts";
 import type { TestResponse } from "../../testing/http.ts";
 import { waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { registerAsEdge } from "../../testing/register-as-edge.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
-import { startTcpProxy, type TcpProxy } from "../../testing/tcp-proxy.ts";
-import { connectDatabase, type DatabaseHandle } from "../db/client.ts";
+import type { TcpProxy } from "../../testing/tcp-proxy.ts";
+import type { DatabaseHandle } from "../db/client.ts";
 import { updateRegistrationPolicy } from "./policy-repository.ts";
 
 // A registration the database fails (registration_unavailable, reason `unavailable`) says why in
@@ -51,10 +51,7 @@ describe("a registration the database fails is logged with its cause", () => {
   beforeAll(async () => {
     testDb = await createTestDatabase();
     await seedFreeKeys(db(), 10);
-    proxy = await startTcpProxy(testDb.url);
-    const proxied = new URL(testDb.url);
-    proxied.host = new URL(proxy.url).host;
-    handle = connectDatabase({ url: proxied.toString(), maxConnections: 4 });
+    ({ proxy, database: handle } = await databaseBehindProxy(testDb.url, { maxConnections: 4 }));
     origin = await startTestOrigin({
       database: handle,
       env: ENV,
