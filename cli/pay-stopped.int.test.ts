@@ -2,20 +2,15 @@ import type { ChildProcess } from "node:child_process";
 import type { ServerResponse } from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { HTTPFacilitatorClient, x402ResourceServer } from "@x402/core/server";
-import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
-import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from "@x402/extensions/payment-identifier";
-import { paymentMiddleware } from "@x402/hono";
-import { Hono } from "hono";
+import { HTTPFacilitatorClient } from "@x402/core/server";
 import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
 import { newAccount } from "../devnet/testing.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
 import { runTool } from "../testing/run-tool.ts";
 import { useMoneyStack } from "../testing/stack.ts";
-import { SELLER_EXTRA } from "../testing/x402-quote.ts";
+import { officialArticleSeller } from "../testing/x402-official-seller.ts";
 import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 
 // `agent-wallet pay` stopped while its paid request waits, then run again as its waiting line says,
@@ -67,33 +62,14 @@ describe("agent-wallet pay stopped while its payment is presented (real stack, o
     return { link, server };
   };
 
-  /** An official seller of one article over HTTP, declaring payment-identifier as docs/x402.md advises. */
+  /** An official seller of one article over HTTP (testing/x402-official-seller.ts). */
   const startSeller = async (facilitatorUrl: string) => {
-    const resourceServer = new x402ResourceServer(
-      new HTTPFacilitatorClient({ url: facilitatorUrl }),
-    ).register(CAIP2_NETWORK, new ExactEvmServer());
-    const accepts = {
-      scheme: "exact",
-      network: CAIP2_NETWORK,
+    const app = officialArticleSeller({
+      facilitator: new HTTPFacilitatorClient({ url: facilitatorUrl }),
       payTo,
-      price: { amount: AMOUNT.toString(), asset: NATIVE_TRANSFER_AUTH_ADDRESS, extra: { ...SELLER_EXTRA } },
+      amount: AMOUNT,
       maxTimeoutSeconds: VALIDITY_SECONDS,
-    } as const;
-    const app = new Hono();
-    app.use(
-      paymentMiddleware(
-        {
-          "GET /article": {
-            accepts,
-            description: "an article",
-            mimeType: "application/json",
-            extensions: { [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) },
-          },
-        },
-        resourceServer,
-      ),
-    );
-    app.get("/article", (c) => c.json({ article: "paid for" }));
+    });
     return startLoopbackServer(async (request, response) => {
       const headers = new Headers();
       for (const [name, value] of Object.entries(request.headers)) {

@@ -1,17 +1,13 @@
-import { HTTPFacilitatorClient, x402ResourceServer } from "@x402/core/server";
-import { ExactEvmScheme as ExactEvmServer } from "@x402/evm/exact/server";
-import { declarePaymentIdentifierExtension, PAYMENT_IDENTIFIER } from "@x402/extensions/payment-identifier";
-import { paymentMiddleware } from "@x402/hono";
-import { Hono } from "hono";
+import { HTTPFacilitatorClient } from "@x402/core/server";
+import type { Hono } from "hono";
 import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
 import { newAccount } from "../devnet/testing.ts";
-import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS } from "../shared/constants.ts";
 import { rejection } from "../testing/gateway-rejection.ts";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
 import { checkingFetch } from "../testing/openapi-check.ts";
 import { useMoneyStack } from "../testing/stack.ts";
-import { SELLER_EXTRA } from "../testing/x402-quote.ts";
+import { officialArticleSeller, PAID_ARTICLE } from "../testing/x402-official-seller.ts";
 import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 import { createGatewayClient, PaymentOutcomeUnknown, PaymentRefused, paymentSettlement } from "./index.ts";
 
@@ -56,36 +52,14 @@ describe("x402 through the client: a seller whose settle answer was lost (real s
     return { link, server };
   };
 
-  /** An official seller of one article, declaring the payment-identifier extension as docs/x402.md advises. */
-  const sellerOver = (facilitatorUrl: string) => {
-    const server = new x402ResourceServer(new HTTPFacilitatorClient({ url: facilitatorUrl })).register(
-      CAIP2_NETWORK,
-      new ExactEvmServer(),
-    );
-    const accepts = {
-      scheme: "exact",
-      network: CAIP2_NETWORK,
+  /** An official seller of one article over the facilitator at `facilitatorUrl`. */
+  const sellerOver = (facilitatorUrl: string) =>
+    officialArticleSeller({
+      facilitator: new HTTPFacilitatorClient({ url: facilitatorUrl }),
       payTo,
-      price: { amount: AMOUNT.toString(), asset: NATIVE_TRANSFER_AUTH_ADDRESS, extra: { ...SELLER_EXTRA } },
+      amount: AMOUNT,
       maxTimeoutSeconds: 60,
-    } as const;
-    const seller = new Hono();
-    seller.use(
-      paymentMiddleware(
-        {
-          "GET /article": {
-            accepts,
-            description: "an article",
-            mimeType: "application/json",
-            extensions: { [PAYMENT_IDENTIFIER]: declarePaymentIdentifierExtension(false) },
-          },
-        },
-        server,
-      ),
-    );
-    seller.get("/article", (c) => c.json({ article: "paid for" }));
-    return seller;
-  };
+    });
 
   /**
    * The agent's requests to the seller reach the official middleware in this process; the
@@ -132,7 +106,7 @@ describe("x402 through the client: a seller whose settle answer was lost (real s
       link.losing = false;
       const repeated = await client.fetchWithPayment(ARTICLE, {}, { idempotencyKey: key });
       expect(repeated.status).toBe(200);
-      expect(await repeated.json()).toEqual({ article: "paid for" });
+      expect(await repeated.json()).toEqual(PAID_ARTICLE);
       expect(paymentSettlement(repeated)).toMatchObject({ success: true });
       expect(await authorizationUsedCount(stack.devnet.url, agent.wallet)).toBe(1);
     } finally {
