@@ -6,6 +6,7 @@ import {
   FeeCapTooLowError,
   getAbiItem,
   type Hex,
+  InsufficientFundsError,
   keccak256,
   parseGwei,
   TipAboveFeeCapError,
@@ -305,6 +306,50 @@ describe("devnet: JSON-RPC protocol", () => {
     const receipt = await client.waitForTransactionReceipt({ hash: secondHash });
     expect(receipt.status).toBe("success");
     expect(await client.getTransactionCount({ address: sender.address })).toBe(base.nonce + 2);
+  });
+
+  it("refuses a transaction ahead of its nonce that the sender's balance cannot pay, as geth's pool does", async () => {
+    // geth checks balance ≥ gas × fee cap + value for every transaction it takes, queued or not
+    // (core/txpool/validation.go); a queued one it cannot pay never gets a hash.
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    const balance = 21_000n * parseGwei("10");
+    await fund(url, sender.address, balance);
+    const wallet = walletClientFor(url, sender);
+    const to = newAccount().address;
+    const fees = { maxFeePerGas: parseGwei("10"), maxPriorityFeePerGas: parseGwei("1") } as const;
+    const ahead = { to, nonce: 1, gas: 21_000n, ...fees } as const;
+
+    const unaffordable = await wallet.signTransaction({ ...ahead, value: 1n });
+    const answer = await rpc(url, "eth_sendRawTransaction", [unaffordable]);
+    expect(answer.error).toEqual({
+      code: -32000,
+      message: `insufficient funds for gas * price + value: balance ${balance}, tx cost ${balance + 1n}, overshot 1`,
+    });
+    // viem's wallet classifies the refusal as the insufficient-funds error it knows.
+    const refused = await wallet.sendTransaction({ ...ahead, value: 2n }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(BaseError);
+    expect((refused as BaseError).walk((e) => e instanceof InsufficientFundsError)).toBeInstanceOf(
+      InsufficientFundsError,
+    );
+    expect(await client.getTransaction({ hash: keccak256(unaffordable) }).catch(() => null)).toBeNull();
+
+    // One it can pay waits; a replacement that bumps its cost past the balance is refused too.
+    const affordable = await client.sendRawTransaction({
+      serializedTransaction: await wallet.signTransaction({ ...ahead, value: 0n }),
+    });
+    const bumped = await rpc(url, "eth_sendRawTransaction", [
+      await wallet.signTransaction({
+        ...ahead,
+        value: 0n,
+        maxFeePerGas: parseGwei("20"),
+        maxPriorityFeePerGas: parseGwei("2"),
+      }),
+    ]);
+    expect((bumped.error as { message: string }).message).toMatch(
+      /^insufficient funds for gas \* price \+ value/,
+    );
+    expect((await client.getTransaction({ hash: affordable })).blockNumber).toBeNull();
   });
 
   it("keeps a base fee set while a block is being built for the block after it", async () => {
