@@ -545,6 +545,40 @@ describe("devnet: JSON-RPC protocol", () => {
     });
   });
 
+  it("refuses a log range that reaches past the head, as geth does, rather than answering the part mined so far", async () => {
+    // geth (the execution-apis conformance tests eth_getLogs/filter-error-*): a toBlock above the
+    // head is -32602 "block range extends beyond current head block"; a fromBlock above the head
+    // with toBlock "latest" is a reversed range.
+    const client = publicClientFor(url);
+    const relayer = newAccount();
+    const payer = newAccount();
+    await fund(url, relayer.address, usdc(1n));
+    await fund(url, payer.address, usdc(1n));
+    const hash = await walletClientFor(url, relayer).sendTransaction({
+      to: NATIVE_TRANSFER_AUTH_ADDRESS,
+      data: await transferCalldata(payer, newAccount().address, 1_000n),
+    });
+    const mined = (await client.waitForTransactionReceipt({ hash })).blockNumber;
+    const head = await client.getBlockNumber();
+    expect(head).toBe(mined);
+    const beyondHead = { code: -32602, message: "block range extends beyond current head block" };
+    const reversed = { code: -32602, message: "invalid block range params" };
+    const logs = (filter: Record<string, unknown>) => rpc(url, "eth_getLogs", [filter]);
+
+    // Within the head: the settlement's two logs.
+    expect((await logs({ fromBlock: toHex(mined), toBlock: toHex(head) })).result).toHaveLength(2);
+    // Reaching past it: refused, not the two logs mined so far (a poller would skip what comes next).
+    expect((await logs({ fromBlock: toHex(mined), toBlock: toHex(head + 5n) })).error).toEqual(beyondHead);
+    expect((await logs({ fromBlock: toHex(head + 1n), toBlock: toHex(head + 3n) })).error).toEqual(
+      beyondHead,
+    );
+    expect((await logs({ fromBlock: toHex(head + 1n), toBlock: "latest" })).error).toEqual(reversed);
+    expect((await logs({ fromBlock: toHex(head + 4n), toBlock: toHex(head + 2n) })).error).toEqual(reversed);
+    await expect(client.getLogs({ fromBlock: mined, toBlock: head + 1n })).rejects.toThrow(
+      /block range extends beyond current head block/,
+    );
+  });
+
   it("reads balances at past blocks", async () => {
     const client = publicClientFor(url);
     const account = newAccount();
