@@ -579,6 +579,30 @@ describe("devnet: JSON-RPC protocol", () => {
     );
   });
 
+  it("matches a topic filter longer than a log's topics to nothing, as geth does, so an ERC-721 Transfer filter leaves USDC's out", async () => {
+    // geth's filterLogs: a filter naming more topic positions than a log has skips the log, even
+    // when the extra positions are wildcards. ERC-20 and ERC-721 share the Transfer signature; the
+    // fourth (tokenId) topic is what tells them apart.
+    const client = publicClientFor(url);
+    const relayer = newAccount();
+    const payer = newAccount();
+    await fund(url, relayer.address, usdc(1n));
+    await fund(url, payer.address, usdc(1n));
+    const hash = await walletClientFor(url, relayer).sendTransaction({
+      to: NATIVE_TRANSFER_AUTH_ADDRESS,
+      data: await transferCalldata(payer, newAccount().address, 1_000n),
+    });
+    const { blockHash } = await client.waitForTransactionReceipt({ hash });
+    const logs = async (topics: unknown[]) =>
+      (await rpc(url, "eth_getLogs", [{ blockHash, topics }])).result as Array<{ topics: Hex[] }>;
+
+    const erc20 = await logs([TRANSFER_TOPIC, null, null]);
+    expect(erc20.map((log) => log.topics[0])).toEqual([TRANSFER_TOPIC]);
+    expect(await logs([TRANSFER_TOPIC, null, null, null])).toEqual([]);
+    expect(await logs([null, null, null, null])).toEqual([]);
+    expect(await logs([[], [], []])).toHaveLength(2);
+  });
+
   it("reads balances at past blocks", async () => {
     const client = publicClientFor(url);
     const account = newAccount();
