@@ -603,6 +603,27 @@ describe("devnet: JSON-RPC protocol", () => {
     expect(await logs([[], [], []])).toHaveLength(2);
   });
 
+  it("takes an empty address list in a log filter as any address, as geth does", async () => {
+    // geth's filterLogs tests the address only when the list has entries: [] is no restriction.
+    const client = publicClientFor(url);
+    const relayer = newAccount();
+    const payer = newAccount();
+    await fund(url, relayer.address, usdc(1n));
+    await fund(url, payer.address, usdc(1n));
+    const hash = await walletClientFor(url, relayer).sendTransaction({
+      to: NATIVE_TRANSFER_AUTH_ADDRESS,
+      data: await transferCalldata(payer, newAccount().address, 1_000n),
+    });
+    const { blockHash } = await client.waitForTransactionReceipt({ hash });
+    const logs = async (address: unknown) =>
+      (await rpc(url, "eth_getLogs", [{ blockHash, address }])).result as unknown[];
+
+    expect(await logs(undefined)).toHaveLength(2);
+    expect(await logs([])).toHaveLength(2);
+    expect(await logs([NATIVE_TRANSFER_AUTH_ADDRESS])).toHaveLength(2);
+    expect(await logs([newAccount().address])).toHaveLength(0);
+  });
+
   it("reads balances at past blocks", async () => {
     const client = publicClientFor(url);
     const account = newAccount();
