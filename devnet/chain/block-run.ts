@@ -119,7 +119,12 @@ async function include(
   const account = await ctx.dvm.state.getAccount(sender);
   const next = account?.nonce ?? 0n;
   if (tx.nonce < next) return { kind: "nonce_too_low", next, got: tx.nonce };
+  const balance = account?.balance ?? 0n;
+  const cost = upfrontCost(tx);
   if (tx.nonce > next) {
+    // geth's pool checks the balance of every transaction it takes, queued ones too: one it could
+    // not pay would otherwise be answered with a hash, wait, and be dropped once its gap filled.
+    if (balance < cost) return { kind: "insufficient_funds", balance, cost };
     const queued: QueuedTx = { hash, tx, sender, caller: entry.caller };
     const added = ctx.queue.add(queued);
     if (!added.ok) {
@@ -134,8 +139,6 @@ async function include(
   const cap = feeCap(tx);
   if (cap < builder.baseFee)
     return { kind: "fee_cap_below_base_fee", sender, feeCap: cap, baseFee: builder.baseFee };
-  const balance = account?.balance ?? 0n;
-  const cost = upfrontCost(tx);
   if (balance < cost) return { kind: "insufficient_funds", balance, cost };
   const ran = await builder.add(tx, sender);
   if (!ran.ok) return { kind: "execution_refused", detail: ran.error };

@@ -208,6 +208,9 @@ function hashKey(hash: string): number {
 
 function matches(log: RpcLog, filter: LogFilter): boolean {
   if (filter.addresses !== undefined && !filter.addresses.has(log.address)) return false;
+  // As geth: a filter naming more positions than the log has topics skips it, wildcards or not
+  // (an ERC-721 Transfer filter, four positions, must not match an ERC-20 Transfer, three).
+  if (filter.topics.length > log.topics.length) return false;
   for (let i = 0; i < filter.topics.length; i++) {
     const wanted = filter.topics[i];
     if (wanted === null || wanted === undefined) continue;

@@ -112,10 +112,14 @@ export function createRpcMethods(chain: Chain): RpcMethods {
         if (block === undefined) throw new RpcError(RPC_ERROR_CODES.serverError, "unknown block");
         fromBlock = toBlock = Number(BigInt(block.header.number));
       } else {
-        fromBlock = rangeBound(chain, filter.fromBlock);
-        toBlock = rangeBound(chain, filter.toBlock);
-        if (fromBlock > toBlock)
-          throw new RpcError(RPC_ERROR_CODES.invalidParams, "invalid block range params");
+        const from = rangeBound(chain, filter.fromBlock);
+        const to = rangeBound(chain, filter.toBlock);
+        if (from > to) throw new RpcError(RPC_ERROR_CODES.invalidParams, "invalid block range params");
+        // As geth: a range ending above the head is refused, not answered with the part mined so
+        // far, which a poller would take as the whole range and move past.
+        if (to > BigInt(chain.height))
+          throw new RpcError(RPC_ERROR_CODES.invalidParams, "block range extends beyond current head block");
+        [fromBlock, toBlock] = [Number(from), Number(to)];
       }
       return chain.logs({ fromBlock, toBlock, addresses: filter.addresses, topics: filter.topics });
     },
@@ -251,18 +255,19 @@ function requireLatest(chain: Chain, tag: BlockTag, method: string): void {
   }
 }
 
-function rangeBound(chain: Chain, tag: BlockTag): number {
+/** A log range's bound as a block number, which may lie above the head. */
+function rangeBound(chain: Chain, tag: BlockTag): bigint {
   switch (tag.kind) {
     case "latest":
-      return chain.height;
+      return BigInt(chain.height);
     case "earliest":
-      return 0;
+      return 0n;
     case "number":
-      return tag.number > BigInt(chain.height) ? chain.height + 1 : Number(tag.number);
+      return tag.number;
     case "hash": {
       const block = chain.blockByHash(tag.hash);
       if (block === undefined) throw new RpcError(RPC_ERROR_CODES.serverError, "unknown block");
-      return Number(BigInt(block.header.number));
+      return BigInt(block.header.number);
     }
   }
 }

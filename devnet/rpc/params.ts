@@ -158,6 +158,8 @@ export function parseLogFilter(value: unknown, index: number): LogFilterParams {
 function parseAddressFilter(value: unknown, index: number): Set<string> | undefined {
   if (value === undefined || value === null) return undefined;
   const list = Array.isArray(value) ? value : [value];
+  // An empty list restricts nothing, as in geth (it tests the address only when the list has one).
+  if (list.length === 0) return undefined;
   return new Set(list.map((entry) => parseAddress(entry, index).toString()));
 }
 

@@ -6,6 +6,7 @@ import {
   FeeCapTooLowError,
   getAbiItem,
   type Hex,
+  InsufficientFundsError,
   keccak256,
   parseGwei,
   TipAboveFeeCapError,
@@ -307,6 +308,50 @@ describe("devnet: JSON-RPC protocol", () => {
     expect(await client.getTransactionCount({ address: sender.address })).toBe(base.nonce + 2);
   });
 
+  it("refuses a transaction ahead of its nonce that the sender's balance cannot pay, as geth's pool does", async () => {
+    // geth checks balance ≥ gas × fee cap + value for every transaction it takes, queued or not
+    // (core/txpool/validation.go); a queued one it cannot pay never gets a hash.
+    const client = publicClientFor(url);
+    const sender = newAccount();
+    const balance = 21_000n * parseGwei("10");
+    await fund(url, sender.address, balance);
+    const wallet = walletClientFor(url, sender);
+    const to = newAccount().address;
+    const fees = { maxFeePerGas: parseGwei("10"), maxPriorityFeePerGas: parseGwei("1") } as const;
+    const ahead = { to, nonce: 1, gas: 21_000n, ...fees } as const;
+
+    const unaffordable = await wallet.signTransaction({ ...ahead, value: 1n });
+    const answer = await rpc(url, "eth_sendRawTransaction", [unaffordable]);
+    expect(answer.error).toEqual({
+      code: -32000,
+      message: `insufficient funds for gas * price + value: balance ${balance}, tx cost ${balance + 1n}, overshot 1`,
+    });
+    // viem's wallet classifies the refusal as the insufficient-funds error it knows.
+    const refused = await wallet.sendTransaction({ ...ahead, value: 2n }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(BaseError);
+    expect((refused as BaseError).walk((e) => e instanceof InsufficientFundsError)).toBeInstanceOf(
+      InsufficientFundsError,
+    );
+    expect(await client.getTransaction({ hash: keccak256(unaffordable) }).catch(() => null)).toBeNull();
+
+    // One it can pay waits; a replacement that bumps its cost past the balance is refused too.
+    const affordable = await client.sendRawTransaction({
+      serializedTransaction: await wallet.signTransaction({ ...ahead, value: 0n }),
+    });
+    const bumped = await rpc(url, "eth_sendRawTransaction", [
+      await wallet.signTransaction({
+        ...ahead,
+        value: 0n,
+        maxFeePerGas: parseGwei("20"),
+        maxPriorityFeePerGas: parseGwei("2"),
+      }),
+    ]);
+    expect((bumped.error as { message: string }).message).toMatch(
+      /^insufficient funds for gas \* price \+ value/,
+    );
+    expect((await client.getTransaction({ hash: affordable })).blockNumber).toBeNull();
+  });
+
   it("keeps a base fee set while a block is being built for the block after it", async () => {
     // Mutation: the block being built clears the setting when it is stored, though it was made
     // before it and never used it; the next block follows the EIP-1559 rule instead.
@@ -498,6 +543,85 @@ describe("devnet: JSON-RPC protocol", () => {
     ).toMatchObject({
       code: -32602,
     });
+  });
+
+  it("refuses a log range that reaches past the head, as geth does, rather than answering the part mined so far", async () => {
+    // geth (the execution-apis conformance tests eth_getLogs/filter-error-*): a toBlock above the
+    // head is -32602 "block range extends beyond current head block"; a fromBlock above the head
+    // with toBlock "latest" is a reversed range.
+    const client = publicClientFor(url);
+    const relayer = newAccount();
+    const payer = newAccount();
+    await fund(url, relayer.address, usdc(1n));
+    await fund(url, payer.address, usdc(1n));
+    const hash = await walletClientFor(url, relayer).sendTransaction({
+      to: NATIVE_TRANSFER_AUTH_ADDRESS,
+      data: await transferCalldata(payer, newAccount().address, 1_000n),
+    });
+    const mined = (await client.waitForTransactionReceipt({ hash })).blockNumber;
+    const head = await client.getBlockNumber();
+    expect(head).toBe(mined);
+    const beyondHead = { code: -32602, message: "block range extends beyond current head block" };
+    const reversed = { code: -32602, message: "invalid block range params" };
+    const logs = (filter: Record<string, unknown>) => rpc(url, "eth_getLogs", [filter]);
+
+    // Within the head: the settlement's two logs.
+    expect((await logs({ fromBlock: toHex(mined), toBlock: toHex(head) })).result).toHaveLength(2);
+    // Reaching past it: refused, not the two logs mined so far (a poller would skip what comes next).
+    expect((await logs({ fromBlock: toHex(mined), toBlock: toHex(head + 5n) })).error).toEqual(beyondHead);
+    expect((await logs({ fromBlock: toHex(head + 1n), toBlock: toHex(head + 3n) })).error).toEqual(
+      beyondHead,
+    );
+    expect((await logs({ fromBlock: toHex(head + 1n), toBlock: "latest" })).error).toEqual(reversed);
+    expect((await logs({ fromBlock: toHex(head + 4n), toBlock: toHex(head + 2n) })).error).toEqual(reversed);
+    await expect(client.getLogs({ fromBlock: mined, toBlock: head + 1n })).rejects.toThrow(
+      /block range extends beyond current head block/,
+    );
+  });
+
+  it("matches a topic filter longer than a log's topics to nothing, as geth does, so an ERC-721 Transfer filter leaves USDC's out", async () => {
+    // geth's filterLogs: a filter naming more topic positions than a log has skips the log, even
+    // when the extra positions are wildcards. ERC-20 and ERC-721 share the Transfer signature; the
+    // fourth (tokenId) topic is what tells them apart.
+    const client = publicClientFor(url);
+    const relayer = newAccount();
+    const payer = newAccount();
+    await fund(url, relayer.address, usdc(1n));
+    await fund(url, payer.address, usdc(1n));
+    const hash = await walletClientFor(url, relayer).sendTransaction({
+      to: NATIVE_TRANSFER_AUTH_ADDRESS,
+      data: await transferCalldata(payer, newAccount().address, 1_000n),
+    });
+    const { blockHash } = await client.waitForTransactionReceipt({ hash });
+    const logs = async (topics: unknown[]) =>
+      (await rpc(url, "eth_getLogs", [{ blockHash, topics }])).result as Array<{ topics: Hex[] }>;
+
+    const erc20 = await logs([TRANSFER_TOPIC, null, null]);
+    expect(erc20.map((log) => log.topics[0])).toEqual([TRANSFER_TOPIC]);
+    expect(await logs([TRANSFER_TOPIC, null, null, null])).toEqual([]);
+    expect(await logs([null, null, null, null])).toEqual([]);
+    expect(await logs([[], [], []])).toHaveLength(2);
+  });
+
+  it("takes an empty address list in a log filter as any address, as geth does", async () => {
+    // geth's filterLogs tests the address only when the list has entries: [] is no restriction.
+    const client = publicClientFor(url);
+    const relayer = newAccount();
+    const payer = newAccount();
+    await fund(url, relayer.address, usdc(1n));
+    await fund(url, payer.address, usdc(1n));
+    const hash = await walletClientFor(url, relayer).sendTransaction({
+      to: NATIVE_TRANSFER_AUTH_ADDRESS,
+      data: await transferCalldata(payer, newAccount().address, 1_000n),
+    });
+    const { blockHash } = await client.waitForTransactionReceipt({ hash });
+    const logs = async (address: unknown) =>
+      (await rpc(url, "eth_getLogs", [{ blockHash, address }])).result as unknown[];
+
+    expect(await logs(undefined)).toHaveLength(2);
+    expect(await logs([])).toHaveLength(2);
+    expect(await logs([NATIVE_TRANSFER_AUTH_ADDRESS])).toHaveLength(2);
+    expect(await logs([newAccount().address])).toHaveLength(0);
   });
 
   it("reads balances at past blocks", async () => {
