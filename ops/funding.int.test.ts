@@ -184,4 +184,31 @@ describe("npm run funding (pre-restore exceptions)", () => {
     }
     expect((await changes()).length).toBe(before);
   });
+
+  it("lists an active exception however many newer ones have ended since", async () => {
+    // The newest 1000 were read and the active picked from them: behind 1000 newer revoked or
+    // expired ones, an active exception went missing from `list`, so its id, which `revoke`
+    // needs, could not be found while the wallet still held funds under it.
+    const granted = await run(
+      "grant",
+      "--wallet",
+      agent.wallet,
+      "--ceiling",
+      "3000000",
+      "--expires-in",
+      "7d",
+      "--reason",
+      "still open",
+    );
+    expect(granted.code).toBe(0);
+    const id = (JSON.parse(granted.stdout) as { granted: { id: string } }).granted.id;
+    await queryRows(
+      testDb.handle.db,
+      sql`insert into funding_exceptions (wallet, ceiling_units, reason, approved_at, expires_at, revoked_at)
+          select ${agent.wallet}, 1, 'ended', now() + n * interval '1 millisecond', now() + interval '1 day', now()
+          from generate_series(1, 1000) as n`,
+    );
+    const listed = JSON.parse((await run("list")).stdout) as { id: string }[];
+    expect(listed.map((exception) => exception.id)).toContain(id);
+  });
 });

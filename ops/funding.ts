@@ -55,7 +55,7 @@ commands:
       With several active exceptions the highest ceiling applies. --expires-in takes 30m, 24h or 7d.
       Refused for an address that is no agent's wallet and for a revoked agent.
   list [--all]
-      active exceptions (--all: expired and revoked ones too), as JSON
+      every active exception (--all: the newest 1000, expired and revoked ones too), as JSON
   revoke --id ID --reason TEXT
       ends an exception now (with no other active one, no funds move again)
 
