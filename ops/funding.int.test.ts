@@ -114,6 +114,42 @@ describe("npm run funding (pre-restore exceptions)", () => {
     expect((await changes()).length).toBe(before);
   });
 
+  it("refuses a grant for a wallet that is no agent's (exit 1, naming it) and for a revoked agent, changing nothing", async () => {
+    // A well-formed address the node has no agent for (a typo, another node's wallet) was granted,
+    // exit 0, and audited: the operator read "granted" while the gate went on refusing every
+    // payment, since it gates the service's wallets only. A revoked identity never moves funds
+    // again, whatever its ceiling.
+    const before = (await changes()).length;
+    const stranger = `0x${"cd".repeat(20)}`;
+    const grant = (...target: string[]) =>
+      run("grant", ...target, "--ceiling", "1", "--expires-in", "1h", "--reason", "r");
+    expect(await grant("--wallet", stranger)).toMatchObject({
+      code: 1,
+      stdout: "",
+      stderr: `funding: no agent's wallet is ${stranger}: the funding gate holds this service's wallets only\n`,
+    });
+    await seedFreeKeys(testDb.handle.db, 1);
+    const revoked = await provisionedIdentity(testDb.handle.db, {
+      capabilities: ["read"],
+      origin: "operator",
+    });
+    await queryRows(
+      testDb.handle.db,
+      sql`update agent_identities set revoked = true, revoked_at = now() where agent_id = ${revoked.agentId}`,
+    );
+    for (const target of [
+      ["--agent", revoked.agentId],
+      ["--wallet", revoked.assignedWallet],
+    ]) {
+      expect(await grant(...target)).toMatchObject({
+        code: 1,
+        stdout: "",
+        stderr: `funding: agent ${revoked.agentId} is revoked: no funds move for its wallet ${revoked.assignedWallet} again\n`,
+      });
+    }
+    expect((await changes()).length).toBe(before);
+  });
+
   it("refuses bad usage with exit 2 and changes nothing", async () => {
     const before = (await changes()).length;
     const cases = [
@@ -147,5 +183,32 @@ describe("npm run funding (pre-restore exceptions)", () => {
       expect(result.stderr).toMatch(/^funding: /);
     }
     expect((await changes()).length).toBe(before);
+  });
+
+  it("lists an active exception however many newer ones have ended since", async () => {
+    // The newest 1000 were read and the active picked from them: behind 1000 newer revoked or
+    // expired ones, an active exception went missing from `list`, so its id, which `revoke`
+    // needs, could not be found while the wallet still held funds under it.
+    const granted = await run(
+      "grant",
+      "--wallet",
+      agent.wallet,
+      "--ceiling",
+      "3000000",
+      "--expires-in",
+      "7d",
+      "--reason",
+      "still open",
+    );
+    expect(granted.code).toBe(0);
+    const id = (JSON.parse(granted.stdout) as { granted: { id: string } }).granted.id;
+    await queryRows(
+      testDb.handle.db,
+      sql`insert into funding_exceptions (wallet, ceiling_units, reason, approved_at, expires_at, revoked_at)
+          select ${agent.wallet}, 1, 'ended', now() + n * interval '1 millisecond', now() + interval '1 day', now()
+          from generate_series(1, 1000) as n`,
+    );
+    const listed = JSON.parse((await run("list")).stdout) as { id: string }[];
+    expect(listed.map((exception) => exception.id)).toContain(id);
   });
 });

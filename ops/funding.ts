@@ -53,8 +53,9 @@ commands:
       maximum fee) is at most the ceiling, so a wallet above its ceiling may only send enough to
       come down to it.
       With several active exceptions the highest ceiling applies. --expires-in takes 30m, 24h or 7d.
+      Refused for an address that is no agent's wallet and for a revoked agent.
   list [--all]
-      active exceptions (--all: expired and revoked ones too), as JSON
+      every active exception (--all: the newest 1000, expired and revoked ones too), as JSON
   revoke --id ID --reason TEXT
       ends an exception now (with no other active one, no funds move again)
 
@@ -62,7 +63,7 @@ Every grant and revoke is recorded with before, after and the reason, and shown 
 audit. An expired exception is the same as none. Once a drill has restored the wallet's batch the
 gate lifts and no exception is needed.
 
-exit codes: 0 done, 1 refused (not found, already revoked), 2 usage, 3 error (the database could
+exit codes: 0 done, 1 refused (not found, revoked, already revoked), 2 usage, 3 error (the database could
 not be reached, or another failure to finish)`;
 
 /** The flags each command takes; another is a usage error. */
@@ -143,10 +144,9 @@ async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
       result = await revokeException(db, { id: parsed.id, reason: parsed.reason });
     } else {
       const { target, ceilingUnits, expiresAt, reason } = parsed;
-      const wallet = "wallet" in target ? target.wallet : await walletOfAgent(db, target.agentId);
-      // A well-formed id the node does not know is the tool's "no", not a typing mistake.
-      if (wallet === undefined) return refused(`no agent ${(target as { agentId: string }).agentId}`);
-      result = await grantException(db, { wallet, ceilingUnits, expiresAt, reason });
+      const grantee = await granteeOf(db, target);
+      if ("refusal" in grantee) return refused(grantee.refusal);
+      result = await grantException(db, { wallet: grantee.wallet, ceilingUnits, expiresAt, reason });
     }
     if (!result.ok) {
       if (result.error.code === "invalid") throw new UsageError(result.error.message);
@@ -172,15 +172,42 @@ function grantTarget(values: { wallet?: string; agent?: string }): GrantTarget {
   return { agentId: values.agent };
 }
 
-async function walletOfAgent(
+/**
+ * The wallet a grant is for, once it is known to be an agent's that may still move funds. A
+ * well-formed id or address the node does not know is the tool's "no", not a typing mistake; so is
+ * an address that is no agent's (the gate holds the service's wallets only, so its exception would
+ * let nothing move) and a revoked agent's (nothing moves for it again, whatever its ceiling).
+ */
+async function granteeOf(
   db: Awaited<ReturnType<typeof openDatabase>>["db"],
-  agentId: string,
-): Promise<string | undefined> {
+  target: GrantTarget,
+): Promise<{ wallet: string } | { refusal: string }> {
   const [identity] = await db
-    .select({ wallet: agentIdentities.assignedWallet })
+    .select({
+      agentId: agentIdentities.agentId,
+      wallet: agentIdentities.assignedWallet,
+      revoked: agentIdentities.revoked,
+    })
     .from(agentIdentities)
-    .where(eq(agentIdentities.agentId, agentId));
-  return identity?.wallet;
+    .where(
+      "wallet" in target
+        ? eq(agentIdentities.assignedWallet, target.wallet)
+        : eq(agentIdentities.agentId, target.agentId),
+    );
+  if (!identity) {
+    return {
+      refusal:
+        "wallet" in target
+          ? `no agent's wallet is ${target.wallet}: the funding gate holds this service's wallets only`
+          : `no agent ${target.agentId}`,
+    };
+  }
+  if (identity.revoked) {
+    return {
+      refusal: `agent ${identity.agentId} is revoked: no funds move for its wallet ${identity.wallet} again`,
+    };
+  }
+  return { wallet: identity.wallet };
 }
 
 function expiry(expiresIn: string | undefined, expiresAt: string | undefined): Date {

@@ -185,6 +185,20 @@ describe("configuration", () => {
     expect(parseConfig({ AGENT_GATEWAY_ENABLED: "true", CHAIN_RPC_TIMEOUT_MS: "25000" }).ok).toBe(true);
   });
 
+  it("refuses a faucet whose daily limit is below its payout, which would pay nothing and answer faucet_daily_limit at every midnight", () => {
+    // Was accepted: every request was 429 faucet_daily_limit with a Retry-After to a midnight after
+    // which the same payout was refused again.
+    const faucet = { AGENT_FAUCET_ENABLED: "true", AGENT_FAUCET_PAYOUT_AMOUNT: "2000000" };
+    expect(errorsOf({ ...faucet, AGENT_FAUCET_DAILY_LIMIT: "1999999" })).toEqual([
+      "AGENT_FAUCET_DAILY_LIMIT: 1999999 is below AGENT_FAUCET_PAYOUT_AMOUNT (2000000): no payout fits a day, so the faucet would pay nothing and tell every agent to come back at midnight",
+    ]);
+    // The default daily limit (1 USDC) is below a 2 USDC payout too.
+    expect(errorsOf(faucet)).toHaveLength(1);
+    expect(parseConfig({ ...faucet, AGENT_FAUCET_DAILY_LIMIT: "2000000" }).ok).toBe(true);
+    // With the faucet off the figures answer nothing.
+    expect(parseConfig({ AGENT_FAUCET_PAYOUT_AMOUNT: "2000000" }).ok).toBe(true);
+  });
+
   it("bounds a pool transaction's wait for its next statement at 2 min, and refuses a bound under 60 s", () => {
     const defaults = parseConfig({});
     expect(defaults.ok && defaults.value.database.idleInTransactionMs).toBe(120_000);

@@ -469,7 +469,8 @@ export function parseConfig(rawEnv: Record<string, string | undefined>): ConfigR
     }
   }
   errors.push(...crossFieldErrors(env));
-  if (parsed.success) errors.push(...scheduleWithinRetention(parsed.data));
+  if (parsed.success)
+    errors.push(...scheduleWithinRetention(parsed.data), ...faucetDayHoldsAPayout(parsed.data));
   if (errors.length > 0 || !parsed.success) return err([...new Set(errors)]);
   return ok(toConfig(parsed.data));
 }
@@ -506,6 +507,22 @@ function scheduleWithinRetention(env: Env): string[] {
   if (longest < kept) return [];
   return [
     `AGENT_WEBHOOKS_RETRY_SECONDS: the schedule can take ${Math.ceil(longest)} s (each wait a tenth longer, or an hour a receiver's Retry-After asks), not less than AGENT_EVENTS_RETENTION_DAYS=${env.AGENT_EVENTS_RETENTION_DAYS} (${kept} s): a delivery's last attempts would come after its event and the delivery were swept; shorten the schedule or keep events longer`,
+  ];
+}
+
+/**
+ * A daily limit below the payout pays nothing ever, and each refusal's Retry-After names a
+ * midnight after which the same payout is refused again: a faucet on must fit one payout a day.
+ */
+function faucetDayHoldsAPayout(env: {
+  AGENT_FAUCET_ENABLED: boolean;
+  AGENT_FAUCET_PAYOUT_AMOUNT: bigint;
+  AGENT_FAUCET_DAILY_LIMIT: bigint;
+}): string[] {
+  const { AGENT_FAUCET_PAYOUT_AMOUNT: payout, AGENT_FAUCET_DAILY_LIMIT: daily } = env;
+  if (!env.AGENT_FAUCET_ENABLED || daily >= payout) return [];
+  return [
+    `AGENT_FAUCET_DAILY_LIMIT: ${daily} is below AGENT_FAUCET_PAYOUT_AMOUNT (${payout}): no payout fits a day, so the faucet would pay nothing and tell every agent to come back at midnight`,
   ];
 }
 

@@ -75,6 +75,22 @@ describe("mergeFaucetTerms", () => {
     });
     expect(mergeFaucetTerms(null, terms)).toEqual({ ok: true, value: terms });
   });
+
+  it("refuses terms whose daily units per recipient are below the payout (nothing would ever be paid), the kept terms included", () => {
+    const refusal = {
+      ok: false,
+      error: {
+        code: "usage",
+        message:
+          "--payout-daily 999999 is below --payout 1000000: no payout fits a recipient's day, so the faucet would pay nothing",
+      },
+    };
+    expect(mergeFaucetTerms(terms, { dailyLimitUnits: 999_999n })).toEqual(refusal);
+    expect(mergeFaucetTerms({ ...terms, dailyLimitUnits: 999_999n }, { payoutUnits: 1_000_000n })).toEqual(
+      refusal,
+    );
+    expect(mergeFaucetTerms(terms, { dailyLimitUnits: 1_000_000n }).ok).toBe(true);
+  });
 });
 
 describe("samePolicy", () => {

@@ -125,7 +125,15 @@ export function mergeFaucetTerms(
     const flags = missing.map((field) => FAUCET_TERM_FLAGS[field]).join(", ");
     return usage(`no payout terms are sealed yet, so treasury needs every one; missing ${flags}`);
   }
-  return ok(merged as FaucetTerms);
+  const terms = merged as FaucetTerms;
+  // The enclave would refuse every payout as over the recipient's day, and the node would tell
+  // each agent to come back at a midnight that changes nothing.
+  if (terms.dailyLimitUnits < terms.payoutUnits) {
+    return usage(
+      `--payout-daily ${terms.dailyLimitUnits} is below --payout ${terms.payoutUnits}: no payout fits a recipient's day, so the faucet would pay nothing`,
+    );
+  }
+  return ok(terms);
 }
 
 /**

@@ -36,7 +36,7 @@ revoking only tightens.
 Every command takes --socket PATH (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else ${DEFAULT_POLICY_SOCKET}).
 apply keeps every field the flags do not name; the first apply names them all. treasury keeps the
 payout terms it does not name (a first treasury names them all); --payout-daily is per recipient
-per UTC day. --x402-margin is whole seconds an x402 authorization must be valid on each side of
+per UTC day, at least --payout. --x402-margin is whole seconds an x402 authorization must be valid on each side of
 the enclave's clock to be settled; --x402-daily is authorizations per key per UTC day;
 --settler-daily is units of fee the x402 settler may commit per UTC day (settlements and fillers);
 --x402-max-per-payment seals the node's x402 ceiling beside the x402 pair: any payment up to it, to

@@ -296,6 +296,41 @@ describe("faucet and funding gate (real stack)", () => {
       );
     });
 
+    // The day's units are spent by a payout still inside its cooldown: the cooldown ends first, but
+    // what refuses the agent then is the day. Answered faucet_cooldown with the cooldown's seconds,
+    // a client that followed Retry-After was refused again, faucet_daily_limit, until midnight.
+    it("AGENT_FAUCET_DAILY_LIMIT spent by a payout still in its cooldown: 429 faucet_daily_limit until the next UTC day, never a cooldown whose end is refused again", async () => {
+      await withTerms(
+        { payoutUnits: 1_000_000n, cooldownMs: 2_000, dailyLimitUnits: 2_000_000n },
+        async (base) => {
+          const agent = await stack.newAgent();
+          const calls = agentCalls(base, agent.token);
+          const first = await calls.faucet();
+          expect(isAccepted(first), JSON.stringify(first.body)).toBe(true);
+          await sleep(2_100);
+          const second = await calls.faucet();
+          expect(isAccepted(second), JSON.stringify(second.body)).toBe(true);
+          // Inside the second payout's cooldown, with nothing of the day left.
+          const refused = await calls.faucet();
+          const now = new Date();
+          const toMidnight =
+            (Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000;
+          expect(refused.status).toBe(429);
+          const retryAfter = Number(refused.headers["retry-after"]);
+          expect(refused.body).toMatchObject({
+            error: { code: "faucet_daily_limit", retry_after: retryAfter },
+          });
+          expect(Math.abs(retryAfter - toMidnight)).toBeLessThan(5);
+          // Past the cooldown, the answer is the same: the day is what refuses.
+          await sleep(2_100);
+          const later = await calls.faucet();
+          expect(later.status).toBe(429);
+          expect(later.body).toMatchObject({ error: { code: "faucet_daily_limit" } });
+          expect(await payouts(agent.agentId)).toBe(2);
+        },
+      );
+    });
+
     // A payout's batch opens its transaction, then waits at the treasury's nonce row while another
     // batch signing from the treasury holds it (a loaded node, a second origin): the enclave signs,
     // and starts the agent's cooldown, only once the row is free. Mutation: the stamp taken at the

@@ -73,26 +73,31 @@ export function faucetOperation(
     signerRefusal: (failure) => signerRefusal(failure, { cooldownMs, now: services.clock.now() }),
     check: (facts) => {
       const { sinceLastMs, totalTodayUnits } = facts.faucet;
+      const dayFull = totalTodayUnits + payoutUnits > dailyLimitUnits;
+      const toNextDay = secondsToNextUtcDay(facts.now);
+      const dailyLimit = () =>
+        retryLater(
+          "faucet_daily_limit",
+          `today's faucet payouts would exceed ${dailyLimitUnits} units (the day is UTC)`,
+          toNextDay,
+        );
       if (sinceLastMs !== null) {
         // Measured by the database's clock, which stamps each payout, never against the origin's:
         // a host whose clock is off the database's would have the Retry-After name a time at which
         // the payout is still refused (batch-store.ts factsStatement).
-        const waitMs = cooldownMs - sinceLastMs;
-        if (waitMs > 0) {
+        const waitSeconds = Math.ceil((cooldownMs - sinceLastMs) / 1000);
+        if (waitSeconds > 0) {
+          // A cooldown that ends before midnight with the day's units spent ends in a refusal by
+          // the day: the answer names the day, whose end is when the payout is paid again.
+          if (dayFull && waitSeconds < toNextDay) return dailyLimit();
           return retryLater(
             "faucet_cooldown",
             `the faucet pays each agent once every ${cooldownMs / 1000} s`,
-            Math.ceil(waitMs / 1000),
+            waitSeconds,
           );
         }
       }
-      if (totalTodayUnits + payoutUnits > dailyLimitUnits) {
-        return retryLater(
-          "faucet_daily_limit",
-          `today's faucet payouts would exceed ${dailyLimitUnits} units (the day is UTC)`,
-          secondsToNextUtcDay(facts.now),
-        );
-      }
+      if (dayFull) return dailyLimit();
       if (facts.sender.balanceWei - facts.inFlightWei < facts.costWei) {
         return gateClosed("treasury_low", "the faucet treasury cannot pay out now");
       }

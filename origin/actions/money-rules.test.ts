@@ -451,6 +451,16 @@ describe("faucet rules: the cooldown, the daily limit, the treasury, the receivi
       "faucet_daily_limit",
     ],
     [
+      "inside the cooldown with the day's units spent: the day refuses at the cooldown's end",
+      { faucet: { totalTodayUnits: 200n, sinceLastMs: 59_999 } },
+      "faucet_daily_limit",
+    ],
+    [
+      "inside the cooldown with the day's units spent, the cooldown ending after midnight",
+      { faucet: { totalTodayUnits: 200n, sinceLastMs: 0 }, now: new Date("2026-01-01T23:59:30Z") },
+      "faucet_cooldown",
+    ],
+    [
       "a treasury that cannot pay value plus maximum fee",
       { sender: { minedNonce: 0n, balanceWei: units(142n) - 1n } },
       "funding_gate_closed:treasury_low",

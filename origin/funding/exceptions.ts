@@ -3,7 +3,7 @@
  * pre-restore ceiling for a limited time, with a reason; every grant and revocation records before,
  * after and the reason. An expired exception is the same as none.
  */
-import { desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, gt, isNull, sql } from "drizzle-orm";
 import { err, ok, type Result } from "../../shared/result.ts";
 import type { Db } from "../db/client.ts";
 import { fundingExceptionChanges, fundingExceptions } from "../db/schema.ts";
@@ -91,7 +91,11 @@ export async function revokeException(
   });
 }
 
-/** Exceptions, newest first; only active ones unless `all`. */
+/**
+ * Exceptions, newest first; only active ones unless `all` (then the newest 1000). The active are
+ * chosen by the query, not from the newest rows: an active exception behind many newer ended ones
+ * must still be listed, its id being what a revocation needs.
+ */
 export async function listExceptions(
   db: Db,
   options: { all?: boolean } = {},
@@ -100,11 +104,18 @@ export async function listExceptions(
   const rows = await db
     .select()
     .from(fundingExceptions)
+    .where(
+      options.all
+        ? undefined
+        : and(isNull(fundingExceptions.revokedAt), gt(fundingExceptions.expiresAt, now)),
+    )
     .orderBy(desc(fundingExceptions.approvedAt))
-    .limit(1000);
-  const exceptions = rows.map((row) => toException(row, now));
-  return options.all ? exceptions : exceptions.filter((exception) => exception.active);
+    .limit(options.all ? 1000 : ACTIVE_LIST_LIMIT);
+  return rows.map((row) => toException(row, now));
 }
+
+/** Far above what a node grants at once: every active exception is listed. */
+const ACTIVE_LIST_LIMIT = 100_000;
 
 type Row = typeof fundingExceptions.$inferSelect;
 
