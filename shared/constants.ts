@@ -37,6 +37,13 @@ export const RPC_MAX_BATCH_BYTES = 64 * 1024;
  */
 export const RPC_MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
 
+/**
+ * How long a request body may take to arrive once it is read: every body the service takes is a
+ * few KiB (64 KiB at most), which any client sends in well under a second; one that trickles in
+ * slower is a slow-body attack. The origin's routes (origin/http/read-body.ts) and the edge, where
+ * it reads a body before forwarding it (edge-worker/facilitator.ts), both answer it 408 past this.
+ */
+export const BODY_DEADLINE_MS = 5_000;
 export const API_VERSION = "v1";
 export const DEFAULT_BASE_PATH = "/77";
 
