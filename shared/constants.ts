@@ -60,8 +60,9 @@ export const HEADER_EDGE_SECRET = "x-svc-edge-secret";
 /** The client address the edge saw, set by the edge on every forwarded request. */
 export const HEADER_CLIENT_IP = "x-svc-client-ip";
 /**
- * The URL the client requested at the edge, set by the edge on every forwarded request: the
- * origin names x402 resources by it (its own URL is private), with the edge secret only.
+ * The URL the client requested at the edge, set by the edge on every request it forwards under
+ * {base}/x402/ (and stripped from the client's on every route): the origin names x402 resources
+ * by it (its own URL is private), with the edge secret only.
  */
 export const HEADER_REQUEST_URL = "x-svc-request-url";
 /**
