@@ -7,10 +7,12 @@
  * its signature, which binds every field of its authorization, so a body respaced or reordered
  * around the same signature is the same payment and gets the same answer. Bodies without a
  * Content-Length of at most MAX_BODY_BYTES are streamed through unread, and bodies that carry no
- * signature are forwarded as read.
+ * signature are forwarded as read. A body read here that has not arrived within the origin's body
+ * deadline is answered 408 here, as the origin would (read-body.ts).
  */
 import type { EdgeConfig } from "./config.ts";
 import { clientAddress, type FetchOrigin, forwardToOrigin, originHeaders, passThrough } from "./proxy.ts";
+import { bodyTimedOut, readBodyWithin } from "./read-body.ts";
 import { RememberedRefusals, refusalSeconds } from "./remembered-refusals.ts";
 
 /** The origin reads no more of a verify or settle body (origin/x402/payee/facilitator.ts). */
@@ -39,7 +41,8 @@ export async function handleFacilitator(
   if (clientIp === undefined || !(length > 0 && length <= MAX_BODY_BYTES)) {
     return passThrough(fetchOrigin, request, config, requestId);
   }
-  const body = await request.arrayBuffer();
+  const body = await readBodyWithin(request);
+  if (body === undefined) return bodyTimedOut(requestId);
   const url = new URL(request.url);
   const signature = signatureOf(body);
   const key = signature === undefined ? undefined : `${clientIp} ${url.pathname} ${signature}`;

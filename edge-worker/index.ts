@@ -3,7 +3,6 @@
  * Imports nothing but `shared/` and Hono, and runs in workerd (no Node built-ins).
  */
 import { Hono } from "hono";
-import { getPath } from "hono/utils/url";
 import { type EdgeBindings, type EdgeConfig, parseEdgeConfig } from "./config.ts";
 import { errorResponse, newRequestId } from "./errors.ts";
 import { createFacilitatorRefusals, handleFacilitator } from "./facilitator.ts";
@@ -12,6 +11,7 @@ import { type FetchOrigin, passThrough } from "./proxy.ts";
 import { EdgeQuotes } from "./quotes.ts";
 import { handleRegister } from "./register.ts";
 import { RegistrationBackoff } from "./registration-backoff.ts";
+import { routedPath } from "./routed-path.ts";
 
 export type EdgeEnv = { Bindings: EdgeBindings; Variables: { requestId: string } };
 
@@ -132,18 +132,6 @@ export function createEdgeApp(deps: EdgeDeps): Hono<EdgeEnv> {
     return errorResponse("internal_error", "internal error", c.get("requestId"));
   });
   return app;
-}
-
-/**
- * The path the edge routes on is the path it forwards: the URL parser's, which resolves `.` and `..`
- * segments, percent-encoded ones (`%2e%2e`) too, as the handlers' `new URL(request.url)` does. Routed
- * on the path as the client spelled it, `{base}/agent/v1/%2e%2e/%2e%2e/admin/…` matched the gateway's
- * routes and was forwarded as `{base}/admin/…` (docs/security.md). A zone's URL normalization may
- * resolve such a path before the worker sees it; the allowlist does not rest on a zone setting.
- */
-function routedPath(request: Request): string {
-  const parsed = new URL(request.url).href;
-  return getPath(parsed === request.url ? request : new Request(parsed));
 }
 
 /**

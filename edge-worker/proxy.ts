@@ -7,6 +7,7 @@ import {
 } from "../shared/constants.ts";
 import type { EdgeConfig } from "./config.ts";
 import { errorResponse } from "./errors.ts";
+import { routedPath } from "./routed-path.ts";
 
 /** Sends one request to the origin; the worker passes the runtime's `fetch`. */
 export type FetchOrigin = (request: Request) => Promise<Response>;
@@ -60,16 +61,29 @@ export function clientAddress(request: Request): string | undefined {
 /**
  * The headers to send to the origin: the client's, less the edge-only and address headers, plus
  * the client's address as the edge saw it and the edge secret (when configured), so the origin's
- * per-IP limits see each client rather than the edge (docs/security.md), and the URL the client
- * requested, so that an x402 quote names the public URL, not the origin's private one.
+ * per-IP limits see each client rather than the edge (docs/security.md), and, under `{base}/x402/`,
+ * the URL the client requested, so that an x402 quote names the public URL, not the origin's
+ * private one.
  */
 export function originHeaders(request: Request, config: EdgeConfig, clientIp: string | undefined): Headers {
   const headers = new Headers(request.headers);
   for (const name of [...EDGE_ONLY_HEADERS, ...CLIENT_ADDRESS_HEADERS]) headers.delete(name);
   if (clientIp !== undefined) headers.set(HEADER_CLIENT_IP, clientIp);
-  headers.set(HEADER_REQUEST_URL, request.url);
+  if (namesRequestedUrl(request, config)) headers.set(HEADER_REQUEST_URL, request.url);
   if (config.edgeSharedSecret !== undefined) headers.set(HEADER_EDGE_SECRET, config.edgeSharedSecret);
   return headers;
+}
+
+/**
+ * Whether the origin's answer may name the URL the client requested: only x402's routes do (a
+ * quote's resource, a settlement's status pointer; origin/x402/payee/resource-url.ts). The copy
+ * counts against the origin's 16 KiB of request line and headers a second time; sent on every
+ * route, a gateway request with a 9 KB query, well within that budget, was answered 431
+ * headers_too_large through the edge and 200 straight at the origin.
+ */
+function namesRequestedUrl(request: Request, config: EdgeConfig): boolean {
+  // The path as the router matched it, percent-escapes decoded: `{base}/%78402/demo` is x402's too.
+  return routedPath(request).startsWith(`${config.basePath}/x402/`);
 }
 
 /**

@@ -37,6 +37,13 @@ export const RPC_MAX_BATCH_BYTES = 64 * 1024;
  */
 export const RPC_MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
 
+/**
+ * How long a request body may take to arrive once it is read: every body the service takes is a
+ * few KiB (64 KiB at most), which any client sends in well under a second; one that trickles in
+ * slower is a slow-body attack. The origin's routes (origin/http/read-body.ts) and the edge, where
+ * it reads a body before forwarding it (edge-worker/facilitator.ts), both answer it 408 past this.
+ */
+export const BODY_DEADLINE_MS = 5_000;
 export const API_VERSION = "v1";
 export const DEFAULT_BASE_PATH = "/77";
 
@@ -53,8 +60,9 @@ export const HEADER_EDGE_SECRET = "x-svc-edge-secret";
 /** The client address the edge saw, set by the edge on every forwarded request. */
 export const HEADER_CLIENT_IP = "x-svc-client-ip";
 /**
- * The URL the client requested at the edge, set by the edge on every forwarded request: the
- * origin names x402 resources by it (its own URL is private), with the edge secret only.
+ * The URL the client requested at the edge, set by the edge on every request it forwards under
+ * {base}/x402/ (and stripped from the client's on every route): the origin names x402 resources
+ * by it (its own URL is private), with the edge secret only.
  */
 export const HEADER_REQUEST_URL = "x-svc-request-url";
 /**

@@ -1,15 +1,15 @@
 import type { IncomingMessage } from "node:http";
 import type { Context } from "hono";
+import { BODY_DEADLINE_MS } from "../../shared/constants.ts";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { AppError } from "../errors.ts";
 
 /**
- * Ours: how long a route waits for a request's body once it starts reading it. Every body the
- * origin takes is a few KiB (64 KiB at most), which any client sends in well under a second; one
- * that trickles in slower is a slow-body attack, answered before the route takes anything scarce
- * (an /rpc slot, a database connection), so that no client can hold one by sending slowly.
+ * How long a route waits for a request's body once it starts reading it (shared with the edge): a
+ * body slower than this is answered before the route takes anything scarce (an /rpc slot, a
+ * database connection), so that no client can hold one by sending slowly.
  */
-export const BODY_DEADLINE_MS = 5_000;
+export { BODY_DEADLINE_MS };
 
 /** `incomplete`: not in full within the deadline, or the client left before it had sent it. */
 export type ReadBodyResult = Result<Uint8Array, "too_large" | "incomplete">;
