@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
+  BODY_DEADLINE_MS,
   HEADER_CLIENT_IP,
   HEADER_EDGE_SECRET,
   HEADER_REGISTRATION,
@@ -8,6 +9,7 @@ import {
 } from "../shared/constants.ts";
 import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
+import { type HalfSentAnswer, sendHalfBody } from "../testing/half-sent.ts";
 // The origin here is a stand-in whose answers are not the origin's: no OpenAPI check.
 import { sendUnchecked as send } from "../testing/http.ts";
 import { type OriginStandIn, startOriginStandIn } from "./testing/origin-stand-in.ts";
@@ -200,6 +202,39 @@ describe("POST {base}/agent/v1/register through the edge", () => {
     await sleep(2_000 - (Date.now() - started) + 50);
     expect((await registerFrom("127.0.0.31")).status).toBe(201);
     expect(origin.received).toHaveLength(3);
+  });
+
+  it("answers an address it holds refused 429 by the body deadline even when its body never comes", async () => {
+    // Mutation: draining the body before the refusal without a deadline (as it did) leaves a client
+    // that declared a body and sent one byte of it with no answer at all.
+    originAnswer = {
+      status: 429,
+      headers: { "content-type": "application/json", "retry-after": "30" },
+      body: JSON.stringify({
+        error: { code: "registration_rate_limited", message: "m", request_id: "req_0", retry_after: 30 },
+      }),
+    };
+    expect((await registerFrom("127.0.0.34")).status).toBe(429);
+    originAnswer = CREATED;
+    const sentAt = Date.now();
+    const stalled = sendHalfBody(`${edge.url}/77/agent/v1/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json", [HEADER_REGISTRATION]: "1" },
+      declaredLength: 200,
+      localAddress: "127.0.0.34",
+    });
+    try {
+      const noAnswer = sleep(BODY_DEADLINE_MS + 3_000).then(() => ({ kind: "none" }) as const);
+      const answer = await Promise.race([stalled.answer, noAnswer]);
+      expect(answer.kind).toBe("answered");
+      const answered = answer as Extract<HalfSentAnswer, { kind: "answered" }> & { at: number };
+      expect(answered.status).toBe(429);
+      expect(JSON.parse(answered.body)).toMatchObject({ error: { code: "registration_rate_limited" } });
+      expect(answered.at - sentAt).toBeGreaterThanOrEqual(BODY_DEADLINE_MS - 100);
+      expect(origin.received).toHaveLength(1);
+    } finally {
+      stalled.destroy();
+    }
   });
 
   it("answers a spent day's quota it holds with the origin's wait to the next UTC day, not the minute it keeps it", async () => {

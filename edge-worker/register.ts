@@ -1,4 +1,4 @@
-import { HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
+import { BODY_DEADLINE_MS, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../shared/constants.ts";
 import { err, ok, type Result } from "../shared/result.ts";
 import type { EdgeConfig } from "./config.ts";
 import { errorResponse } from "./errors.ts";
@@ -126,10 +126,17 @@ export function refusalResponse(refusal: IngressRefusal, requestId: string): Res
   }
 }
 
-/** Reads and drops up to `maxBytes` of the request's body, then cancels the rest. */
+/**
+ * Reads and drops up to `maxBytes` of the request's body, then cancels the rest; a body that has
+ * not come within the origin's body deadline is cancelled there, and the refusal goes out anyway:
+ * read without one, a client that declared a body and sent none was never answered.
+ */
 async function discardBody(request: Request, maxBytes: number): Promise<void> {
   const reader = request.body?.getReader();
   if (!reader) return;
+  const timer = setTimeout(() => {
+    reader.cancel().catch(() => {});
+  }, BODY_DEADLINE_MS);
   let read = 0;
   try {
     while (read <= maxBytes) {
@@ -139,6 +146,8 @@ async function discardBody(request: Request, maxBytes: number): Promise<void> {
     }
     await reader.cancel();
   } catch {
-    // A client that went away: nothing to answer for.
+    // A client that went away, or a body cancelled at the deadline: the refusal still goes out.
+  } finally {
+    clearTimeout(timer);
   }
 }
