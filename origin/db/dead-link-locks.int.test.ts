@@ -39,7 +39,7 @@ const TRANSACTION_IDLE_MS = 2_000;
  * Postgres never hears of. Longer than the idle bound and its slack below, so that what frees the
  * rows in time cannot be the dead origin's own giving up.
  */
-const DEAD_ORIGIN_STATEMENT_WAIT_MS = 20_000;
+const DEAD_ORIGIN_STATEMENT_WAIT_MS = 12_000;
 const EDGE_SECRET = randomBytes(32).toString("hex");
 const ENV = {
   AGENT_PUBLIC_REGISTRATION_ENABLED: "true",
