@@ -43,3 +43,10 @@ export async function startLoopbackServer(
       }),
   };
 }
+
+/** A request's whole body, as text. */
+export async function readBody(request: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}

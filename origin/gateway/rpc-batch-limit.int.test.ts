@@ -1,6 +1,5 @@
-import { createServer, request } from "node:http";
-import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
+import { readBody, startLoopbackServer } from "../../testing/loopback-server.ts";
 import { useRpcBehindNode } from "../../testing/rpc-behind-node.ts";
 
 /**
@@ -10,35 +9,20 @@ import { useRpcBehindNode } from "../../testing/rpc-behind-node.ts";
  */
 async function startBatchLimitedNode(target: string) {
   const refusal = { jsonrpc: "2.0", id: null, error: { code: -32600, message: "batch too large (max 3)" } };
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      const body = Buffer.concat(chunks);
-      const parsed = JSON.parse(body.toString()) as unknown;
-      if (Array.isArray(parsed) && parsed.length > 3) {
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(refusal));
-        return;
-      }
-      const forward = request(
-        target,
-        { method: "POST", headers: { "content-type": "application/json" } },
-        (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(res);
-        },
-      );
-      forward.end(body);
+  return startLoopbackServer(async (req, res) => {
+    const body = await readBody(req);
+    const parsed = JSON.parse(body) as unknown;
+    if (Array.isArray(parsed) && parsed.length > 3) {
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(refusal));
+      return;
+    }
+    const answer = await fetch(target, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
     });
+    res.writeHead(answer.status, { "content-type": "application/json" }).end(await answer.text());
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
 }
 
 describe("/rpc: a batch the node refuses as a whole (real devnet and database behind a batch-limited node)", () => {

@@ -1,7 +1,6 @@
-import { createServer, request as httpRequest, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
 import { MAX_JSON_DEPTH } from "../../shared/json-depth.ts";
+import { readBody, startLoopbackServer } from "../../testing/loopback-server.ts";
 import { useRpcBehindNode } from "../../testing/rpc-behind-node.ts";
 
 /** The hash whose transaction the garbling node answers with garbage. */
@@ -17,54 +16,35 @@ const DEEP = `${"[".repeat(200_000)}${"]".repeat(200_000)}`;
  */
 async function startGarblingNode(target: string) {
   type Call = { id: number; method: string; params?: unknown[] };
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      const body = Buffer.concat(chunks);
-      const parsed = JSON.parse(body.toString("utf8")) as Call | Call[];
-      const calls = Array.isArray(parsed) ? parsed : [parsed];
-      if (calls[0]?.params?.[0] === "deep-error") {
-        res
-          .writeHead(200)
-          .end(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no","data":${DEEP}}}`);
-        return;
-      }
-      const garbled = new Set(
-        calls
-          .filter((call) => call.method === "eth_getTransactionByHash" && call.params?.[0] === GARBLED_HASH)
-          .map((call) => call.id),
-      );
-      const forward = httpRequest(
-        target,
-        { method: "POST", headers: { "content-type": "application/json" } },
-        (answer) => {
-          const parts: Buffer[] = [];
-          answer.on("data", (part: Buffer) => parts.push(part));
-          answer.on("end", () => {
-            const answered = JSON.parse(Buffer.concat(parts).toString("utf8")) as
-              | { id: number; result?: unknown }
-              | { id: number; result?: unknown }[];
-            for (const item of Array.isArray(answered) ? answered : [answered]) {
-              if (garbled.has(item.id)) item.result = "__deep__";
-            }
-            res
-              .writeHead(200, { "content-type": "application/json" })
-              .end(JSON.stringify(answered).replace('"__deep__"', DEEP));
-          });
-        },
-      );
-      forward.end(body);
+  type Answer = { id: number; result?: unknown };
+  return startLoopbackServer(async (req, res) => {
+    const body = await readBody(req);
+    const parsed = JSON.parse(body) as Call | Call[];
+    const calls = Array.isArray(parsed) ? parsed : [parsed];
+    if (calls[0]?.params?.[0] === "deep-error") {
+      res
+        .writeHead(200)
+        .end(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no","data":${DEEP}}}`);
+      return;
+    }
+    const garbled = new Set(
+      calls
+        .filter((call) => call.method === "eth_getTransactionByHash" && call.params?.[0] === GARBLED_HASH)
+        .map((call) => call.id),
+    );
+    const forwarded = await fetch(target, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
     });
+    const answered = (await forwarded.json()) as Answer | Answer[];
+    for (const item of Array.isArray(answered) ? answered : [answered]) {
+      if (garbled.has(item.id)) item.result = "__deep__";
+    }
+    res
+      .writeHead(200, { "content-type": "application/json" })
+      .end(JSON.stringify(answered).replace('"__deep__"', DEEP));
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
 }
 
 describe("/rpc behind a node that answers garbage (real devnet and database, behind a garbling node)", () => {
