@@ -545,20 +545,24 @@ describe("devnet: JSON-RPC protocol", () => {
     });
   });
 
+  /** A relayer's transaction of one USDC transferWithAuthorization (two logs), sent; its hash. */
+  const relayTransfer = async (): Promise<Hex> => {
+    const relayer = newAccount();
+    const payer = newAccount();
+    await fund(url, relayer.address, usdc(1n));
+    await fund(url, payer.address, usdc(1n));
+    return walletClientFor(url, relayer).sendTransaction({
+      to: NATIVE_TRANSFER_AUTH_ADDRESS,
+      data: await transferCalldata(payer, newAccount().address, 1_000n),
+    });
+  };
+
   it("refuses a log range that reaches past the head, as geth does, rather than answering the part mined so far", async () => {
     // geth (the execution-apis conformance tests eth_getLogs/filter-error-*): a toBlock above the
     // head is -32602 "block range extends beyond current head block"; a fromBlock above the head
     // with toBlock "latest" is a reversed range.
     const client = publicClientFor(url);
-    const relayer = newAccount();
-    const payer = newAccount();
-    await fund(url, relayer.address, usdc(1n));
-    await fund(url, payer.address, usdc(1n));
-    const hash = await walletClientFor(url, relayer).sendTransaction({
-      to: NATIVE_TRANSFER_AUTH_ADDRESS,
-      data: await transferCalldata(payer, newAccount().address, 1_000n),
-    });
-    const mined = (await client.waitForTransactionReceipt({ hash })).blockNumber;
+    const { blockNumber: mined } = await client.waitForTransactionReceipt({ hash: await relayTransfer() });
     const head = await client.getBlockNumber();
     expect(head).toBe(mined);
     const beyondHead = { code: -32602, message: "block range extends beyond current head block" };
@@ -584,15 +588,7 @@ describe("devnet: JSON-RPC protocol", () => {
     // when the extra positions are wildcards. ERC-20 and ERC-721 share the Transfer signature; the
     // fourth (tokenId) topic is what tells them apart.
     const client = publicClientFor(url);
-    const relayer = newAccount();
-    const payer = newAccount();
-    await fund(url, relayer.address, usdc(1n));
-    await fund(url, payer.address, usdc(1n));
-    const hash = await walletClientFor(url, relayer).sendTransaction({
-      to: NATIVE_TRANSFER_AUTH_ADDRESS,
-      data: await transferCalldata(payer, newAccount().address, 1_000n),
-    });
-    const { blockHash } = await client.waitForTransactionReceipt({ hash });
+    const { blockHash } = await client.waitForTransactionReceipt({ hash: await relayTransfer() });
     const logs = async (topics: unknown[]) =>
       (await rpc(url, "eth_getLogs", [{ blockHash, topics }])).result as Array<{ topics: Hex[] }>;
 
@@ -606,15 +602,7 @@ describe("devnet: JSON-RPC protocol", () => {
   it("takes an empty address list in a log filter as any address, as geth does", async () => {
     // geth's filterLogs tests the address only when the list has entries: [] is no restriction.
     const client = publicClientFor(url);
-    const relayer = newAccount();
-    const payer = newAccount();
-    await fund(url, relayer.address, usdc(1n));
-    await fund(url, payer.address, usdc(1n));
-    const hash = await walletClientFor(url, relayer).sendTransaction({
-      to: NATIVE_TRANSFER_AUTH_ADDRESS,
-      data: await transferCalldata(payer, newAccount().address, 1_000n),
-    });
-    const { blockHash } = await client.waitForTransactionReceipt({ hash });
+    const { blockHash } = await client.waitForTransactionReceipt({ hash: await relayTransfer() });
     const logs = async (address: unknown) =>
       (await rpc(url, "eth_getLogs", [{ blockHash, address }])).result as unknown[];
 
