@@ -2,7 +2,44 @@
  * The console in a real browser (browser.ts), as an operator uses it: the page opened and the
  * tokens typed into its sign-in form, which the page keeps in its script's memory only.
  */
-import type { BrowserContext, CDPSession, Page } from "playwright-core";
+import type { Browser, BrowserContext, CDPSession, Page } from "playwright-core";
+import { afterAll, beforeAll } from "vitest";
+import { launchBrowser } from "./browser.ts";
+
+/**
+ * What an origin needs for its console's passkeys to work in the browser at `port` of localhost (a
+ * browser takes no IP address as a relying party): the port chosen before the origin starts.
+ */
+export function consoleAtLocalhost(port: number): { CONSOLE_RP_ID: string; CONSOLE_ORIGIN: string } {
+  return { CONSOLE_RP_ID: "localhost", CONSOLE_ORIGIN: `http://localhost:${port}` };
+}
+
+/**
+ * The packaged Chromium with one context, open for the describe block it is called in (vitest
+ * hooks). Chromium is one process, which ends when a context closes: the context keeps a page open.
+ */
+export function useBrowserContext(): { readonly browser: Browser; readonly context: BrowserContext } {
+  let browser: Browser | undefined;
+  let context: BrowserContext | undefined;
+  beforeAll(async () => {
+    browser = await launchBrowser();
+    context = await browser.newContext();
+    await context.newPage();
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+  });
+  return {
+    get browser() {
+      if (!browser) throw new Error("the browser starts in beforeAll");
+      return browser;
+    },
+    get context() {
+      if (!context) throw new Error("the browser starts in beforeAll");
+      return context;
+    },
+  };
+}
 
 /**
  * Opens the console at `url` (its address, with a page's hash if any) and signs in with the read

@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
-import type { Browser, BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchBrowser } from "../../testing/browser.ts";
 import {
   addPlatformAuthenticator,
+  consoleAtLocalhost,
   recordPageProblems,
   signInToConsole,
+  useBrowserContext,
 } from "../../testing/console-browser.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
@@ -29,9 +29,8 @@ const OTHER = "Alice Martin";
 describe("the passkey the approvals page offers to sign with (real Chromium)", { timeout: 120_000 }, () => {
   let testDb: TestDatabase;
   let origin: TestOrigin;
-  let browser: Browser;
-  let context: BrowserContext;
   let port: number;
+  const chromium = useBrowserContext();
 
   beforeAll(async () => {
     port = await freePort();
@@ -39,15 +38,10 @@ describe("the passkey the approvals page offers to sign with (real Chromium)", {
     origin = await startTestOrigin({
       database: testDb.handle,
       port,
-      env: { ...secrets.env, CONSOLE_RP_ID: "localhost", CONSOLE_ORIGIN: `http://localhost:${port}` },
+      env: { ...secrets.env, ...consoleAtLocalhost(port) },
     });
-    browser = await launchBrowser();
-    // The packaged Chromium is one process, which ends when a context closes: it stays open.
-    context = await browser.newContext();
-    await context.newPage();
   }, 60_000);
   afterAll(async () => {
-    await browser?.close();
     await origin?.close();
     await testDb?.drop();
   });
@@ -57,9 +51,9 @@ describe("the passkey the approvals page offers to sign with (real Chromium)", {
 
   it("signed in with their passkey, an operator is offered their own to approve with, not the newest enrolled one of another operator; one they choose stays chosen", async () => {
     const db = testDb.handle.db;
-    const page = await context.newPage();
+    const page = await chromium.context.newPage();
     const problems = recordPageProblems(page);
-    const { cdp, authenticatorId } = await addPlatformAuthenticator(context, page);
+    const { cdp, authenticatorId } = await addPlatformAuthenticator(chromium.context, page);
 
     // Bruno registers a passkey of this device in the page.
     await signInToConsole(page, consoleUrl("#/passkeys"), {

@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
-import type { Browser, BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchBrowser } from "../../testing/browser.ts";
 import {
   addPlatformAuthenticator,
+  consoleAtLocalhost,
   recordPageProblems,
   signInToConsole,
+  useBrowserContext,
 } from "../../testing/console-browser.ts";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
@@ -32,9 +32,8 @@ describe("the console opened at another address than CONSOLE_ORIGIN (real Chromi
   let testDb: TestDatabase;
   let origin: TestOrigin;
   let tunnel: TcpProxy;
-  let browser: Browser;
-  let context: BrowserContext;
   let port: number;
+  const chromium = useBrowserContext();
   const logLines: string[] = [];
   const basePath = () => new URL(origin.base).pathname;
   /** The console at its own address, where its passkeys work. */
@@ -48,26 +47,21 @@ describe("the console opened at another address than CONSOLE_ORIGIN (real Chromi
     origin = await startTestOrigin({
       database: testDb.handle,
       port,
-      env: { ...secrets.env, CONSOLE_RP_ID: "localhost", CONSOLE_ORIGIN: `http://localhost:${port}` },
+      env: { ...secrets.env, ...consoleAtLocalhost(port) },
       onLogLine: (line) => logLines.push(line),
     });
     tunnel = await startTcpProxy(`http://127.0.0.1:${port}`);
-    browser = await launchBrowser();
-    // The packaged Chromium is one process, which ends when a context closes: it stays open.
-    context = await browser.newContext();
-    await context.newPage();
   }, 60_000);
   afterAll(async () => {
-    await browser?.close();
     await tunnel?.close();
     await origin?.close();
     await testDb?.drop();
   });
 
   it("at 127.0.0.1, an IP address, registering and signing in with a passkey say where passkeys work, and register nothing", async () => {
-    const page = await context.newPage();
+    const page = await chromium.context.newPage();
     const problems = recordPageProblems(page);
-    const { cdp, authenticatorId } = await addPlatformAuthenticator(context, page);
+    const { cdp, authenticatorId } = await addPlatformAuthenticator(chromium.context, page);
     const atIp = `http://127.0.0.1:${port}${basePath()}/admin/agents`;
     await signInToConsole(page, `${atIp}#/passkeys`, {
       admin: secrets.adminToken,
@@ -95,9 +89,9 @@ describe("the console opened at another address than CONSOLE_ORIGIN (real Chromi
   });
 
   it("through a tunnel at another port of localhost, an enrolled passkey's sign-in says where passkeys work and sends nothing: no failed authentication is counted", async () => {
-    const page = await context.newPage();
+    const page = await chromium.context.newPage();
     const problems = recordPageProblems(page);
-    const { cdp, authenticatorId } = await addPlatformAuthenticator(context, page);
+    const { cdp, authenticatorId } = await addPlatformAuthenticator(chromium.context, page);
     // Registered and enrolled at the console's own address, as the operator did once.
     await signInToConsole(page, `${ownAddress()}#/passkeys`, {
       admin: secrets.adminToken,
@@ -144,8 +138,7 @@ describe("the console of an origin whose derived CONSOLE_ORIGIN names no address
 }, () => {
   let testDb: TestDatabase;
   let origin: TestOrigin;
-  let browser: Browser;
-  let context: BrowserContext;
+  const chromium = useBrowserContext();
 
   beforeAll(async () => {
     testDb = await createTestDatabase();
@@ -155,19 +148,15 @@ describe("the console of an origin whose derived CONSOLE_ORIGIN names no address
       database: testDb.handle,
       env: { ...secrets.env, ORIGIN_HOST: "::", AGENT_ALLOW_PUBLIC_BIND: "1" },
     });
-    browser = await launchBrowser();
-    context = await browser.newContext();
-    await context.newPage();
   }, 60_000);
   afterAll(async () => {
-    await browser?.close();
     await origin?.close();
     await testDb?.drop();
   });
 
   it("serves the page, and a passkey sign-in says passkeys work at no address and sends nothing", async () => {
     expect(origin.deps.config.console.origin).toMatch(/^http:\/\/:::\d+$/);
-    const page = await context.newPage();
+    const page = await chromium.context.newPage();
     const problems = recordPageProblems(page);
     await page.goto(`${origin.base}/admin/agents`);
     await page.click("#sign-in-passkey");
