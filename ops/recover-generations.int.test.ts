@@ -28,7 +28,7 @@ describe("a second recovery: the backup folder holds batches of two enclave gene
   const backupSignerNow = async (): Promise<string> =>
     (JSON.parse((await recover("backup-signer")).stdout) as { backup_signer: string }).backup_signer;
 
-  it("recover takes each generation's --backup-signer and restores both; one signer alone refuses the other generation's batch, saying to name it", async () => {
+  it("recover takes each generation's --backup-signer and restores both, and the restore drill drills both with the lost one's named; one signer alone refuses the other generation's batch, saying to name it", async () => {
     const keyDir = path.join(stack.enclave.dir, "offline-keys");
     await mkdir(keyDir, { recursive: true });
     await writeFile(path.join(keyDir, "recovery.key"), toHex(stack.enclave.recoverySecret), { mode: 0o600 });
@@ -78,6 +78,25 @@ describe("a second recovery: the backup folder holds batches of two enclave gene
       1,
       { drilled: false, verified: false },
     );
+
+    // The restore drill, after the first recovery, of one batch of each generation: the lost
+    // enclave's signer named, beside the live one's, which it does not replace.
+    const drilled = await runTool(
+      "ops/restore-drill.ts",
+      [
+        ...["--batch", older.batchId, "--batch", newer!.batchId],
+        ...["--recovery-key", path.join(keyDir, "recovery.key")],
+        ...["--recovery-enc-key", path.join(keyDir, "recovery-enc.key")],
+        ...["--backup-signer", firstSigner, "--socket", stack.enclave.socketPath],
+      ],
+      { env: stack.processEnv() },
+    );
+    for (const batchId of [older.batchId, newer!.batchId]) {
+      expect(drilled.stdout).toContain(
+        `restore-drill: batch ${batchId}: 1 keys restored into a throwaway enclave`,
+      );
+    }
+    expect(drilled.code).toBe(0);
 
     // The second loss. The lost enclave's signer alone: the first enclave's batch is refused, and
     // the refusal says what to do.

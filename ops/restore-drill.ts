@@ -38,11 +38,11 @@ import { checkSocketFlag, DEFAULT_POLICY_SOCKET } from "./lib/policy-cli-args.ts
 import { createRestoreDriller, pendingDrillBatches } from "./lib/restore-driller.ts";
 
 const USAGE =
-  "usage: npm run restore-drill -- (--batch BATCH_ID [--batch BATCH_ID …] | --pending) --recovery-key FILE --recovery-enc-key FILE [--backup-signer HEX] [--accept-unsigned-backups] [--socket PATH]\n" +
+  "usage: npm run restore-drill -- (--batch BATCH_ID [--batch BATCH_ID …] | --pending) --recovery-key FILE --recovery-enc-key FILE [--backup-signer HEX …] [--accept-unsigned-backups] [--socket PATH]\n" +
   "  --pending           every backed-up batch that has no restore evidence yet (the funding gate holds its wallets)\n" +
   "  --recovery-key      the recovery authority key (Ed25519, ops/enclave-authority.ts)\n" +
   "  --recovery-enc-key  the recovery encryption key (X25519, ops/recovery-key.ts)\n" +
-  "  --backup-signer     the key every backup must be signed by (default: the live enclave's; another for backups a lost enclave made)\n" +
+  "  --backup-signer     another key a backup may be signed by, beside the live enclave's: a lost enclave's, for the batches it made (repeatable)\n" +
   "  --accept-unsigned-backups  drill unsigned (v2) backups made before backups were signed, with a warning each\n" +
   `  --socket            the live enclave's socket (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else ${DEFAULT_POLICY_SOCKET})\n`;
 
@@ -54,7 +54,7 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
       "recovery-key": { type: "string" },
       "recovery-enc-key": { type: "string" },
       pending: { type: "boolean" },
-      "backup-signer": { type: "string" },
+      "backup-signer": { type: "string", multiple: true },
       "accept-unsigned-backups": { type: "boolean" },
       socket: { type: "string" },
     },
@@ -70,8 +70,7 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
     throw new UsageError("give --batch ID (a UUID, repeatable) or --pending, not both, and both keys");
   }
   checkSocketFlag(values.socket);
-  const namedSigner =
-    values["backup-signer"] === undefined ? null : parseBackupSigner(values["backup-signer"]);
+  const namedSigners = (values["backup-signer"] ?? []).map(parseBackupSigner);
   const config = nodeConfig(env);
   // As the other operator tools (enclave-policy, recover): the local stack's socket by default.
   const endpoint = values.socket
@@ -107,7 +106,10 @@ async function run(argv: string[], { env, onInterrupt }: CliContext): Promise<Cl
     recoveryAuthority,
     recoveryEncryptionKey,
     signers: {
-      expected: namedSigner ?? fromHex(identity.value.backupSigner),
+      // Added to the live enclave's, never in its place: after a recovery, --pending holds batches
+      // of both generations, and a drill told only the lost enclave's signer failed every batch
+      // the successor made since.
+      expected: [fromHex(identity.value.backupSigner), ...namedSigners],
       acceptUnsigned: values["accept-unsigned-backups"] === true,
     },
   });

@@ -124,7 +124,6 @@ export function signBackupEnvelope(seed: Uint8Array, preimage: Uint8Array): Uint
   return ed25519.sign(preimage, seed);
 }
 
-/** How a recovery treats an envelope's signer: the key it must be signed by, and whether v2 passes. */
 /**
  * The backup signers whose envelopes may be restored: one, or several where the folder holds
  * backups of more than one enclave of the node (an enclave a recovery replaced signed its own with
