@@ -372,6 +372,32 @@ describe("configuration", () => {
     });
   });
 
+  it("binds passkeys to CONSOLE_ORIGIN's host when no CONSOLE_RP_ID is set: a console behind a proxy, at its own name, on a loopback listener", () => {
+    const behindProxy = parseConfig({ CONSOLE_ORIGIN: "https://console.example.com" });
+    expect(behindProxy.ok && behindProxy.value.console).toEqual({
+      rpId: "console.example.com",
+      origin: "https://console.example.com",
+      allowedHosts: ["console.example.com"],
+    });
+    // A suffix set on purpose, or the listener's name that is one, stays: passkeys enrolled on it
+    // go on working. An origin at an IP address can bind no passkey, as before.
+    const suffix = parseConfig({
+      CONSOLE_ORIGIN: "https://console.example.com",
+      CONSOLE_RP_ID: "example.com",
+    });
+    expect(suffix.ok && suffix.value.console.rpId).toBe("example.com");
+    const listener = parseConfig({
+      CONSOLE_ORIGIN: "https://console.example.com",
+      ORIGIN_HOST: "example.com",
+      AGENT_ALLOW_PUBLIC_BIND: "1",
+    });
+    expect(listener.ok && listener.value.console.rpId).toBe("example.com");
+    const underLocalhost = parseConfig({ CONSOLE_ORIGIN: "http://console.localhost:8788" });
+    expect(underLocalhost.ok && underLocalhost.value.console.rpId).toBe("localhost");
+    const atAddress = parseConfig({ CONSOLE_ORIGIN: "http://10.0.0.5:8788" });
+    expect(atAddress.ok && atAddress.value.console.rpId).toBe("localhost");
+  });
+
   it("derives the console's origin as a browser names it, which the passkeys' ceremonies compare: no port at http's own (80), the port at any other", () => {
     const atEighty = parseConfig({ ORIGIN_PORT: "80" });
     expect(atEighty.ok && atEighty.value.console.origin).toBe("http://localhost");

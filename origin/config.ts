@@ -266,7 +266,8 @@ const envSchema = z.object({
   AGENT_PUBLIC_BASE_URL: httpUrl("must be an http(s) URL").optional(),
   /**
    * Ours: the console's WebAuthn relying party id, what an operator's passkey is bound to
-   * (docs/operations.md#passkeys); default `localhost` on a loopback listener, else ORIGIN_HOST.
+   * (docs/operations.md#passkeys); default `localhost` on a loopback listener, else ORIGIN_HOST, or
+   * CONSOLE_ORIGIN's host where that default is neither that host nor a suffix of it.
    */
   CONSOLE_RP_ID: z
     .string()
@@ -598,7 +599,7 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
   if (env.CONSOLE_ORIGIN && env.CONSOLE_RP_ID && URL.canParse(env.CONSOLE_ORIGIN)) {
     // WebAuthn: the rpId is the origin's host or a registrable suffix of it.
     const host = new URL(env.CONSOLE_ORIGIN).hostname;
-    if (host !== env.CONSOLE_RP_ID && !host.endsWith(`.${env.CONSOLE_RP_ID}`)) {
+    if (!isRpIdOf(env.CONSOLE_RP_ID, host)) {
       errors.push(`CONSOLE_RP_ID: must be CONSOLE_ORIGIN's host (${host}) or a suffix of it`);
     }
   }
@@ -616,7 +617,16 @@ function consoleRelyingParty(env: {
   ORIGIN_HOST: string;
   ORIGIN_PORT: number;
 }): Config["console"] {
-  const rpId = env.CONSOLE_RP_ID ?? (isLoopbackHost(env.ORIGIN_HOST) ? "localhost" : env.ORIGIN_HOST);
+  const listenerRpId = isLoopbackHost(env.ORIGIN_HOST) ? "localhost" : env.ORIGIN_HOST;
+  // Behind a proxy the origin listens on loopback, and `localhost` as the rpId of a console at
+  // another name failed every passkey ceremony: CONSOLE_ORIGIN's host then, where the listener's
+  // name is not its host or a suffix of it (a name that is keeps its enrolled passkeys).
+  const consoleHost = env.CONSOLE_ORIGIN ? new URL(env.CONSOLE_ORIGIN).hostname : undefined;
+  const rpId =
+    env.CONSOLE_RP_ID ??
+    (consoleHost !== undefined && !isIpAddress(consoleHost) && !isRpIdOf(listenerRpId, consoleHost)
+      ? consoleHost
+      : listenerRpId);
   const derived = `http://${rpId}:${env.ORIGIN_PORT}`;
   // As a browser names it (the assertion's origin, compared as text): no port at http's own, 80.
   const origin = env.CONSOLE_ORIGIN
@@ -629,6 +639,16 @@ function consoleRelyingParty(env: {
   const own = URL.canParse(origin) ? [new URL(origin).hostname] : [];
   const allowedHosts = [...new Set([...own, ...(env.CONSOLE_ALLOWED_HOSTS ?? [])])];
   return { rpId, origin, allowedHosts };
+}
+
+/** WebAuthn's rule: an rpId is the origin's host or a suffix of it. */
+function isRpIdOf(rpId: string, host: string): boolean {
+  return host === rpId || host.endsWith(`.${rpId}`);
+}
+
+/** An IPv4 literal, or an IPv6 one as a URL's hostname writes it (in brackets). */
+function isIpAddress(host: string): boolean {
+  return /^\d{1,3}(\.\d{1,3}){3}$/.test(host) || host.startsWith("[");
 }
 
 function isLoopbackHost(host: string): boolean {
