@@ -311,6 +311,29 @@ describe("origin/main.ts as a process", () => {
     }
   }, 90_000);
 
+  it("names the console where its passkeys work: localhost on a loopback listener, CONSOLE_ORIGIN when set", async () => {
+    const database = await createTestDatabase();
+    const consoleOf = (output: string): unknown =>
+      JSON.parse(output.split("\n").find((line) => line.includes('"msg":"origin listening"')) ?? "{}")
+        .console;
+    const env = {
+      DATABASE_URL: database.url,
+      AGENT_ADMIN_API_TOKEN: "a".repeat(43),
+      AGENT_SIGNER_SVC_HSM_ENDPOINT: `unix://${path.join(tmpdir(), "no-such-enclave.sock")}`,
+    };
+    try {
+      // The listener is 127.0.0.1, where a browser makes no passkey (an IP address is no rpId).
+      await withOrigin(env, async (port, output) => {
+        expect(consoleOf(output())).toBe(`http://localhost:${port}/77/admin/agents`);
+      });
+      await withOrigin({ ...env, CONSOLE_ORIGIN: "https://console.example.test" }, async (_port, output) => {
+        expect(consoleOf(output())).toBe("https://console.example.test/77/admin/agents");
+      });
+    } finally {
+      await database.drop();
+    }
+  }, 90_000);
+
   it("starts anyway, with a warning, when the configured enclave does not answer", async () => {
     const database = await createTestDatabase();
     try {

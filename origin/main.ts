@@ -76,7 +76,11 @@ async function main(): Promise<void> {
   logger.info(
     {
       url: `${server.url}${config.http.basePath}`,
-      console: config.secrets.adminApiToken ? `${server.url}${config.http.basePath}/admin/agents` : null,
+      // At the origin its passkeys are bound to, not the listener's address: a browser makes no
+      // passkey at 127.0.0.1.
+      console: config.secrets.adminApiToken
+        ? `${config.console.origin}${config.http.basePath}/admin/agents`
+        : null,
       gateway_enabled: config.gatewayEnabled,
     },
     "origin listening",
