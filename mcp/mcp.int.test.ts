@@ -452,6 +452,22 @@ describe("MCP server (official client, stdio, real stack)", () => {
       }
     });
 
+    // Mutation: in the server's bundle the client's RpcError shares its name with viem's, and the
+    // bundler renamed the class: the error came named "RpcError2", a class no doc names.
+    it.concurrent("an rpc call the chain refuses is an error named RpcError, as the client's class is", async () => {
+      const refused = await call("rpc", { method: "eth_getBalance", params: ["0x12", "latest"] });
+      expect(refused).toMatchObject({
+        isError: true,
+        json: {
+          error: {
+            name: "RpcError",
+            code: "rpc_error",
+            message: expect.stringMatching(/^eth_getBalance: invalid argument 0/),
+          },
+        },
+      });
+    });
+
     it.concurrent("refuses a method off the allowlist at the tool's input schema", async () => {
       const refused = (await client.callTool({
         name: "rpc",
