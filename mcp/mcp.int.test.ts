@@ -456,12 +456,21 @@ describe("MCP server (official client, stdio, real stack)", () => {
     // bundler renamed the class: the error came named "RpcError2", a class no doc names.
     it.concurrent("an rpc call the chain refuses is an error named RpcError, as the client's class is", async () => {
       const refused = await call("rpc", { method: "eth_getBalance", params: ["0x12", "latest"] });
+      expect(refused).toMatchObject({ isError: true, json: { error: { name: "RpcError" } } });
+    });
+
+    // Mutation: without the JSON-RPC error's code the result says only `rpc_error`: a malformed
+    // argument (-32602: the call as given is final) reads the same as a chain the gateway could not
+    // reach (-32000: call again).
+    it.concurrent("an rpc call the chain refuses names the JSON-RPC error's code, as the gateway answered it", async () => {
+      const refused = await call("rpc", { method: "eth_getBalance", params: ["0x12", "latest"] });
       expect(refused).toMatchObject({
         isError: true,
         json: {
           error: {
             name: "RpcError",
             code: "rpc_error",
+            rpc_code: -32602,
             message: expect.stringMatching(/^eth_getBalance: invalid argument 0/),
           },
         },

@@ -20,6 +20,7 @@ import {
   GatewayError,
   type PaymentRequired,
   type PolicyPatch,
+  RpcError,
   ValidationFailed,
 } from "../client/index.ts";
 import { RPC_READ_ALLOWLIST } from "../shared/constants.ts";
@@ -126,6 +127,11 @@ export function createWalletMcpServer(
           // RateLimited's wait, or a 503's Retry-After: when calling again can succeed.
           ...(error.retryAfter === undefined ? {} : { retry_after: error.retryAfter }),
           ...(error.idempotencyKey === undefined ? {} : { idempotency_key: error.idempotencyKey }),
+          // The JSON-RPC error of an rpc call (its code and data, beside `code: rpc_error`): whether the
+          // chain refused the call as given (-32602) or the gateway could not reach it (-32000).
+          ...(error instanceof RpcError
+            ? { rpc_code: error.rpcCode, ...(error.data === undefined ? {} : { data: error.data }) }
+            : {}),
         },
       };
       return { isError: true, content: [{ type: "text", text: JSON.stringify(described, null, 2) }] };
