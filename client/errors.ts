@@ -338,6 +338,44 @@ export const ERROR_CLASSES = [
   UnexpectedAnswer,
 ] as const;
 
+/**
+ * Each class's `name`, and so each error's (GatewayError's constructor copies it), pinned to what the
+ * source calls it: a bundler renames a class whose name another bundled module's class takes, and
+ * viem's RpcError made this one `RpcError2` in the CLI's, the MCP server's and the package's
+ * bundles (its errors and `agent-wallet --help` said so). An object's keys are never renamed.
+ */
+for (const [name, errorClass] of Object.entries({
+  GatewayError,
+  AgentAuthFailed,
+  CapabilityRequired,
+  RateLimited,
+  ValidationFailed,
+  IdempotencyConflict,
+  FeatureDisabled,
+  NotFound,
+  LimitExceeded,
+  RecipientNotAllowed,
+  InsufficientFunds,
+  FundingGateClosed,
+  SignerUnavailable,
+  RegistrationUnavailable,
+  PaymentRefused,
+  PaymentOutcomeUnknown,
+  RpcError,
+  RpcMethodNotAllowed,
+  ServiceUnavailable,
+  ActionFailed,
+  KeyBindingMismatch,
+  KeyUnavailable,
+  PolicyDenied,
+  PolicyLooseningRequiresOperator,
+  PolicyHeld,
+  TooManyStreams,
+  UnexpectedAnswer,
+})) {
+  Object.defineProperty(errorClass, "name", { value: name });
+}
+
 type ErrorClass = new (message: string, details: GatewayErrorDetails) => GatewayError;
 
 /**

@@ -58,6 +58,12 @@ export type GatewayClientParams = {
    * default; a caller that is itself given up on (an MCP tool call) sets it.
    */
   retryDeadline?: number;
+  /**
+   * Once aborted, a money call makes no further attempt and waitForAction no further read: each
+   * throws its last error at once. A caller that stops (an MCP host cancelling the tool call) sets
+   * it, so that a retry never sends a request the caller gave up on.
+   */
+  stop?: AbortSignal;
 };
 
 /** The action, with the idempotency key it was requested under (repeat with it, never a new one). */
@@ -239,7 +245,9 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
         const pause = Math.max(250 * 2 ** attempt, (error.retryAfter ?? 0) * 1000);
         if (pause > MAX_RETRY_PAUSE_MS) throw error;
         if (params.retryDeadline !== undefined && Date.now() + pause >= params.retryDeadline) throw error;
-        await sleep(pause);
+        await sleep(pause, params.stop);
+        // Stopped during the pause: the request it would send again was given up on.
+        if (params.stop?.aborted) throw error;
       }
     }
   };
@@ -283,7 +291,8 @@ export function createGatewayClient(params: GatewayClientParams): GatewayClient 
           // the caller's deadline, instead of ending a wait the action itself has not ended.
           const pause = readRetryPause(error, dropped++);
           if (pause === undefined || Date.now() + pause > deadline) throw error;
-          await sleep(pause);
+          await sleep(pause, params.stop);
+          if (params.stop?.aborted) throw error;
           continue;
         }
         const failed = errorFromAction(view);

@@ -76,6 +76,16 @@ export async function callJson<T>(
   } catch {
     body = undefined;
   }
+  // fetch follows a redirect, but never sends the token on to another origin: a gateway there
+  // answers 401, which said the token was bad when the base URL is what is wrong (an http:// URL
+  // redirected to https://, a gateway that moved).
+  const answeredBy = originOf(response.url);
+  if (response.status === 401 && answeredBy !== undefined && answeredBy !== originOf(baseUrl)) {
+    throw new UnexpectedAnswer(
+      `${params.method} ${whereTo(baseUrl, params.path)} was redirected to ${answeredBy}, which is never sent the token (another origin) and answered 401: set the base URL to the gateway's own, on ${answeredBy}`,
+      { code: "unexpected_answer", status: response.status },
+    );
+  }
   if (!response.ok) throw errorFromEnvelope(response.status, body, response.headers.get("retry-after"));
   if (!params.shape.matches(body)) {
     const found =
@@ -123,6 +133,11 @@ export const inParentheses = (code: string | undefined): string => (code === und
 function whereTo(baseUrl: string, path: string): string {
   const url = URL.canParse(joinUrl(baseUrl, path)) ? new URL(joinUrl(baseUrl, path)) : undefined;
   return url ? `${url.origin}${url.pathname}` : path;
+}
+
+/** A URL's origin (scheme, host and port), or undefined for no URL (a fetch that does not say). */
+function originOf(url: string | undefined): string | undefined {
+  return url && URL.canParse(url) ? new URL(url).origin : undefined;
 }
 
 /** What the request carries that no error may quote: the token, the base URL's user and password. */

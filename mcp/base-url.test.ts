@@ -23,4 +23,20 @@ describe("npm run mcp with a base URL that is not http(s)", () => {
       expect(run.stdout).toBe("");
     },
   );
+
+  // Mutation: without the check the server starts, and every tool call then answers
+  // ServiceUnavailable "no answer from GET http://127.0.0.1:8787/77/…" (fetch refuses to build a
+  // request from a URL with credentials), whose advice is to call again, for ever.
+  it("AGENT_BASE_URL with a user and password: exits 2 at start, saying why, the password in no line", async () => {
+    const run = await runTool("mcp/main.ts", [], {
+      env: { AGENT_BASE_URL: "http://agent:pa55word@127.0.0.1:8787/77", AGENT_TOKEN: TOKEN },
+      cleanEnv: true,
+      stdin: "",
+      timeoutMs: 30_000,
+    });
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toContain("AGENT_BASE_URL must not carry a user or password");
+    expect(`${run.stdout}${run.stderr}`).not.toContain("pa55word");
+    expect(run.stdout).toBe("");
+  });
 });

@@ -42,6 +42,15 @@ if (!isHttpUrl(baseUrl)) {
   );
   process.exit(2);
 }
+// fetch refuses to build a request from a URL with a user or password, which every tool call then
+// answered as an unreachable gateway to call again: refused at start, the URL not repeated.
+const { username, password } = new URL(baseUrl);
+if (username !== "" || password !== "") {
+  process.stderr.write(
+    "agent-wallet mcp: AGENT_BASE_URL must not carry a user or password (fetch sends no request to such a URL; the token goes in AGENT_TOKEN)\n",
+  );
+  process.exit(2);
+}
 // A host that goes away (crashed, restarting) may stop reading before it closes our stdin: an
 // answer then met a closed pipe (EPIPE) and ended the server with exit 1 and a stack trace in the
 // host's log. Nobody can read an answer any more: it stops reading requests, as at stdin's end,

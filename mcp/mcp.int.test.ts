@@ -9,6 +9,7 @@ import { newAccount, publicClientFor } from "../devnet/testing.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
 import type { ActionView } from "../shared/gateway-schemas.ts";
 import { sleep } from "../shared/sleep.ts";
+import { readBody, startLoopbackServer } from "../testing/loopback-server.ts";
 import type { StackAgent } from "../testing/money-stack.ts";
 import { deployRevertingContract } from "../testing/reverting-contract.ts";
 import { useMoneyStack } from "../testing/stack.ts";
@@ -449,6 +450,60 @@ describe("MCP server (official client, stdio, real stack)", () => {
         expect(JSON.parse(text)).toMatchObject({ policy: stored, version: 1 });
       } finally {
         await own.close();
+      }
+    });
+
+    // Mutation: in the server's bundle the client's RpcError shares its name with viem's, and the
+    // bundler renamed the class: the error came named "RpcError2", a class no doc names.
+    it.concurrent("an rpc call the chain refuses is an error named RpcError, as the client's class is", async () => {
+      const refused = await call("rpc", { method: "eth_getBalance", params: ["0x12", "latest"] });
+      expect(refused).toMatchObject({ isError: true, json: { error: { name: "RpcError" } } });
+    });
+
+    // Mutation: without the JSON-RPC error's code the result says only `rpc_error`: a malformed
+    // argument (-32602: the call as given is final) reads the same as a chain the gateway could not
+    // reach (-32000: call again).
+    it.concurrent("an rpc call the chain refuses names the JSON-RPC error's code, as the gateway answered it", async () => {
+      const refused = await call("rpc", { method: "eth_getBalance", params: ["0x12", "latest"] });
+      expect(refused).toMatchObject({
+        isError: true,
+        json: {
+          error: {
+            name: "RpcError",
+            code: "rpc_error",
+            rpc_code: -32602,
+            message: expect.stringMatching(/^eth_getBalance: invalid argument 0/),
+          },
+        },
+      });
+    });
+
+    // Mutation: without the check the call answers AgentAuthFailed, the gateway's 401 to a request
+    // fetch sent on without the token: the agent is told its token is bad when its base URL is.
+    it.concurrent("a base URL that redirects to the gateway on another origin: an UnexpectedAnswer naming that origin, not a bad token", async () => {
+      const gatewayOrigin = new URL(stack.origin.base).origin;
+      const redirector = await startLoopbackServer(async (request, response) => {
+        await readBody(request);
+        response.writeHead(308, { location: `${gatewayOrigin}${request.url}` });
+        response.end();
+      });
+      const redirected = await connect(agent, { AGENT_BASE_URL: `${redirector.url}/77` });
+      try {
+        for (const [name, args] of [
+          ["balance", {}],
+          ["transfer", { to: newAccount().address, amount: "1000" }],
+        ] as const) {
+          const result = (await redirected.callTool({ name, arguments: args })) as ToolResult;
+          const text = result.content.map((part) => part.text ?? "").join("");
+          expect(result.isError, text).toBe(true);
+          const { error } = JSON.parse(text) as { error: Record<string, unknown> };
+          expect(error).toMatchObject({ name: "UnexpectedAnswer", status: 401 });
+          expect(error.message).toContain(`redirected to ${gatewayOrigin}`);
+          expect(text).not.toContain(agent.token);
+        }
+      } finally {
+        await redirected.close();
+        await redirector.close();
       }
     });
 

@@ -20,6 +20,7 @@ import {
   GatewayError,
   type PaymentRequired,
   type PolicyPatch,
+  RpcError,
   ValidationFailed,
 } from "../client/index.ts";
 import { RPC_READ_ALLOWLIST } from "../shared/constants.ts";
@@ -73,9 +74,14 @@ export function createWalletMcpServer(
   /**
    * One tool call with a client whose every request ends at the call's deadline: a retry after it
    * fails at once, so the money call throws with its key in time.
+   * `cancelled`: the SDK's signal of the call, aborted when the host cancels it
+   * (notifications/cancelled; its answer then goes to nobody). The request under way is aborted and
+   * no retry or further read is made: a transfer a person stopped during a retry's pause was sent
+   * again after it, and a wait went on to its end.
    * `structured`: the tool declares an output schema, so the answer goes in structuredContent too.
    */
   const run = async (
+    cancelled: AbortSignal,
     call: (client: GatewayClient) => Promise<unknown>,
     structured = false,
   ): Promise<CallToolResult> => {
@@ -92,7 +98,7 @@ export function createWalletMcpServer(
     const fetch: FetchLike = (input, init) =>
       baseFetch(input, {
         ...init,
-        signal: init?.signal ? AbortSignal.any([init.signal, deadline.signal]) : deadline.signal,
+        signal: AbortSignal.any([...(init?.signal ? [init.signal] : []), deadline.signal, cancelled]),
       });
     // A pause past the deadline would end the call after the host has given up on it.
     const client = createGatewayClient({
@@ -100,6 +106,7 @@ export function createWalletMcpServer(
       token: gateway.token,
       fetch,
       retryDeadline: Date.now() + deadlineMs,
+      stop: cancelled,
     });
     try {
       const answer = await call(client);
@@ -120,6 +127,11 @@ export function createWalletMcpServer(
           // RateLimited's wait, or a 503's Retry-After: when calling again can succeed.
           ...(error.retryAfter === undefined ? {} : { retry_after: error.retryAfter }),
           ...(error.idempotencyKey === undefined ? {} : { idempotency_key: error.idempotencyKey }),
+          // The JSON-RPC error of an rpc call (its code and data, beside `code: rpc_error`): whether the
+          // chain refused the call as given (-32602) or the gateway could not reach it (-32000).
+          ...(error instanceof RpcError
+            ? { rpc_code: error.rpcCode, ...(error.data === undefined ? {} : { data: error.data }) }
+            : {}),
         },
       };
       return { isError: true, content: [{ type: "text", text: JSON.stringify(described, null, 2) }] };
@@ -148,7 +160,7 @@ export function createWalletMcpServer(
         "Discovery: chain 77, this agent's id, wallet and capabilities, the rpc allowlist, limits, features.",
       inputSchema: {},
     },
-    () => run((client) => client.network()),
+    (_args, { signal }) => run(signal, (client) => client.network()),
   );
   server.registerTool(
     "balance",
@@ -156,7 +168,7 @@ export function createWalletMcpServer(
       description: "The agent wallet's balance: `balance` in 6-decimal USDC units, `balance_wei` on chain.",
       inputSchema: {},
     },
-    () => run((client) => client.balance()),
+    (_args, { signal }) => run(signal, (client) => client.balance()),
   );
   server.registerTool(
     "rpc",
@@ -167,7 +179,7 @@ export function createWalletMcpServer(
         params: z.array(z.unknown()).default([]).describe('JSON-RPC params, e.g. ["0x…", "latest"]'),
       },
     },
-    ({ method, params }) => run((client) => client.rpc(method, params)),
+    ({ method, params }, { signal }) => run(signal, (client) => client.rpc(method, params)),
   );
   server.registerTool(
     "faucet",
@@ -175,7 +187,8 @@ export function createWalletMcpServer(
       description: `A faucet payout to the agent's own wallet (needs the faucet capability). ${RETRY_RULE}`,
       inputSchema: { idempotency_key: idempotencyKey },
     },
-    ({ idempotency_key }) => run((client) => client.faucet({ idempotencyKey: idempotency_key })),
+    ({ idempotency_key }, { signal }) =>
+      run(signal, (client) => client.faucet({ idempotencyKey: idempotency_key })),
   );
   server.registerTool(
     "transfer",
@@ -193,8 +206,8 @@ export function createWalletMcpServer(
         idempotency_key: idempotencyKey,
       },
     },
-    ({ to, amount, idempotency_key }) =>
-      run((client) => client.transfer({ to, amount, idempotencyKey: idempotency_key })),
+    ({ to, amount, idempotency_key }, { signal }) =>
+      run(signal, (client) => client.transfer({ to, amount, idempotencyKey: idempotency_key })),
   );
   server.registerTool(
     "action_status",
@@ -210,8 +223,8 @@ export function createWalletMcpServer(
           ),
       },
     },
-    ({ action_id, wait }) =>
-      run(async (client) => {
+    ({ action_id, wait }, { signal }) =>
+      run(signal, async (client) => {
         if (wait === true) return client.waitForAction(action_id, { timeoutMs: waitUntilEndedMs });
         const waitSeconds = typeof wait === "number" && wait > 0 ? wait : undefined;
         return outcome(await client.action(action_id, { waitSeconds }));
@@ -225,7 +238,7 @@ export function createWalletMcpServer(
       inputSchema: {},
       outputSchema: policyResponseSchema.shape,
     },
-    () => run((client) => client.policy(), true),
+    (_args, { signal }) => run(signal, (client) => client.policy(), true),
   );
   server.registerTool(
     "check_policy",
@@ -252,19 +265,23 @@ export function createWalletMcpServer(
       },
       outputSchema: policyCheckResponseSchema.shape,
     },
-    ({ transfer, payment_required }) =>
-      run(async (client) => {
-        if ((transfer === undefined) === (payment_required === undefined)) {
-          throw new ValidationFailed("give exactly one of transfer or payment_required", {
-            code: "validation_failed",
-          });
-        }
-        return client.checkPolicy(
-          transfer
-            ? { transfer }
-            : { x402: { paymentRequired: payment_required as unknown as PaymentRequired } },
-        );
-      }, true),
+    ({ transfer, payment_required }, { signal }) =>
+      run(
+        signal,
+        async (client) => {
+          if ((transfer === undefined) === (payment_required === undefined)) {
+            throw new ValidationFailed("give exactly one of transfer or payment_required", {
+              code: "validation_failed",
+            });
+          }
+          return client.checkPolicy(
+            transfer
+              ? { transfer }
+              : { x402: { paymentRequired: payment_required as unknown as PaymentRequired } },
+          );
+        },
+        true,
+      ),
   );
   server.registerTool(
     "update_policy",
@@ -280,7 +297,7 @@ export function createWalletMcpServer(
       },
       outputSchema: policyResponseSchema.shape,
     },
-    ({ patch }) => run((client) => client.updatePolicy(patch as PolicyPatch), true),
+    ({ patch }, { signal }) => run(signal, (client) => client.updatePolicy(patch as PolicyPatch), true),
   );
   return server;
 }
