@@ -308,43 +308,13 @@ export class UnexpectedAnswer extends GatewayError {
     "unexpected_answer: not the gateway's answer (a page, JSON without the fields, a refusal without its envelope): check the base URL; retrying as is meets the same";
 }
 
-/** The classes the CLI documents, in exit-code order. */
-export const ERROR_CLASSES = [
-  GatewayError,
-  AgentAuthFailed,
-  CapabilityRequired,
-  RateLimited,
-  ValidationFailed,
-  IdempotencyConflict,
-  FeatureDisabled,
-  NotFound,
-  LimitExceeded,
-  RecipientNotAllowed,
-  InsufficientFunds,
-  FundingGateClosed,
-  SignerUnavailable,
-  RegistrationUnavailable,
-  PaymentRefused,
-  PaymentOutcomeUnknown,
-  RpcError,
-  ServiceUnavailable,
-  ActionFailed,
-  KeyBindingMismatch,
-  KeyUnavailable,
-  PolicyDenied,
-  PolicyLooseningRequiresOperator,
-  PolicyHeld,
-  TooManyStreams,
-  UnexpectedAnswer,
-] as const;
-
 /**
- * Each class's `name`, and so each error's (GatewayError's constructor copies it), pinned to what the
- * source calls it: a bundler renames a class whose name another bundled module's class takes, and
- * viem's RpcError made this one `RpcError2` in the CLI's, the MCP server's and the package's
- * bundles (its errors and `agent-wallet --help` said so). An object's keys are never renamed.
+ * The classes the CLI documents, in exit-code order, by the names the source gives them: a bundler
+ * renames a class whose name another bundled module's class takes (viem's RpcError made this one
+ * `RpcError2` in the CLI's, the MCP server's and the package's bundles, and in any bundle an
+ * agent's own build makes of the package), but never an object's keys.
  */
-for (const [name, errorClass] of Object.entries({
+const DOCUMENTED_CLASSES = {
   GatewayError,
   AgentAuthFailed,
   CapabilityRequired,
@@ -362,7 +332,6 @@ for (const [name, errorClass] of Object.entries({
   PaymentRefused,
   PaymentOutcomeUnknown,
   RpcError,
-  RpcMethodNotAllowed,
   ServiceUnavailable,
   ActionFailed,
   KeyBindingMismatch,
@@ -372,7 +341,14 @@ for (const [name, errorClass] of Object.entries({
   PolicyHeld,
   TooManyStreams,
   UnexpectedAnswer,
-})) {
+} as const;
+
+/** The classes the CLI documents, in exit-code order. */
+export const ERROR_CLASSES = Object.values(DOCUMENTED_CLASSES);
+
+// Each class's `name`, and so each error's (GatewayError's constructor copies it), as the source
+// calls it.
+for (const [name, errorClass] of Object.entries({ ...DOCUMENTED_CLASSES, RpcMethodNotAllowed })) {
   Object.defineProperty(errorClass, "name", { value: name });
 }
 
