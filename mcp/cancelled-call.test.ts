@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { sleep } from "../shared/sleep.ts";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
-import { connectStdioHost, SHORT_HOST_TIMEOUT_SECONDS, spawnBareServer } from "./testing/stdio-host.ts";
+import { balanceCallAtSilentGateway, connectStdioHost } from "./testing/stdio-host.ts";
 
 // `npm run mcp` as an MCP host runs it (the official client), whose host cancels a transfer
 // (notifications/cancelled, what the client sends when the call's signal aborts: a person pressed
@@ -80,42 +80,20 @@ describe("npm run mcp, a call its host cancels", () => {
   // Mutation: a server that ignores the cancel holds the request to the end of the call's deadline
   // (10 s for this host), and a host that then goes away leaves it running until then.
   it("a read cancelled while the gateway has not answered ends at once: the host gone, the server exits 0 within a second or two", async () => {
-    let received!: () => void;
-    const reached = new Promise<void>((resolve) => {
-      received = resolve;
-    });
-    const gateway = await startLoopbackServer(async () => {
-      received();
-      // Takes the request, answers nothing.
-    });
-    const server = spawnBareServer(`${gateway.url}/77`, "ignore", {
-      hostTimeoutSeconds: SHORT_HOST_TIMEOUT_SECONDS,
-    });
-    const { child } = server;
-    const killer = setTimeout(() => child.kill("SIGKILL"), 40_000);
+    const { server, close } = await balanceCallAtSilentGateway();
     try {
-      server.initialize();
-      server.send({
-        jsonrpc: "2.0",
-        id: 2,
-        method: "tools/call",
-        params: { name: "balance", arguments: {} },
-      });
-      await reached;
       server.send({
         jsonrpc: "2.0",
         method: "notifications/cancelled",
         params: { requestId: 2, reason: "stopped by the person" },
       });
       const cancelledAt = Date.now();
-      child.stdin.end();
+      server.child.stdin.end();
       const [code, signal] = await server.exited;
       expect({ code, signal }, server.stderr()).toEqual({ code: 0, signal: null });
       expect(Date.now() - cancelledAt).toBeLessThan(3_000);
     } finally {
-      clearTimeout(killer);
-      child.kill("SIGKILL");
-      await gateway.close();
+      await close();
     }
   }, 60_000);
 });

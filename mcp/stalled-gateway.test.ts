@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
 import {
+  balanceCallAtSilentGateway,
   connectStdioHost,
   HOST_TOKEN,
   resultText,
   SHORT_HOST_TIMEOUT_SECONDS,
-  spawnBareServer,
   type ToolResult,
 } from "./testing/stdio-host.ts";
 
@@ -62,37 +62,15 @@ describe.concurrent("npm run mcp against a gateway that stalls", () => {
   // Mutation: without the tool call's deadline the call to the stalled gateway never ends, and the
   // server with it: an orphan the host left behind, until the test kills it.
   it("a host that goes away while a call waits on it: the server exits 0 once the call's deadline passes", async () => {
-    let received!: () => void;
-    const reached = new Promise<void>((resolve) => {
-      received = resolve;
-    });
-    const gateway = await startLoopbackServer(async () => {
-      received();
-      // Takes the request, answers nothing.
-    });
-    const server = spawnBareServer(`${gateway.url}/77`, "ignore", {
-      hostTimeoutSeconds: SHORT_HOST_TIMEOUT_SECONDS,
-    });
-    const { child } = server;
-    const killer = setTimeout(() => child.kill("SIGKILL"), 40_000);
+    const { server, close } = await balanceCallAtSilentGateway();
     try {
-      server.initialize();
-      server.send({
-        jsonrpc: "2.0",
-        id: 2,
-        method: "tools/call",
-        params: { name: "balance", arguments: {} },
-      });
-      await reached;
       // The host is gone: its end of the server's stdin closes.
-      child.stdin.end();
+      server.child.stdin.end();
       const [code, signal] = await server.exited;
       expect({ code, signal }, server.stderr()).toEqual({ code: 0, signal: null });
       expect(server.stderr()).not.toContain(HOST_TOKEN);
     } finally {
-      clearTimeout(killer);
-      child.kill("SIGKILL");
-      await gateway.close();
+      await close();
     }
   }, 120_000);
 });

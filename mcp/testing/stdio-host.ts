@@ -11,6 +11,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { programArgs } from "../../ops/lib/program-bundles.mjs";
 import { REPO_ROOT } from "../../testing/enclave-process.ts";
+import { startLoopbackServer } from "../../testing/loopback-server.ts";
 
 /** The server's AGENT_TOKEN: no answer, error or log line may hold it. */
 export const HOST_TOKEN = `agt_${"ab".repeat(16)}_${"cd".repeat(32)}`;
@@ -124,5 +125,36 @@ export function spawnBareServer(
     },
     exited: once(child, "exit") as Promise<[number | null, NodeJS.Signals | null]>,
     stderr: () => stderr,
+  };
+}
+
+/**
+ * A bare server (short host timeout) whose `balance` call (JSON-RPC id 2) a silent gateway has taken
+ * and never answers: a loopback server stands in for a gateway that stalls so. Resolves once the
+ * request has reached it; `close` kills the server and stops the gateway.
+ */
+export async function balanceCallAtSilentGateway(): Promise<{ server: BareServer; close(): Promise<void> }> {
+  let received!: () => void;
+  const reached = new Promise<void>((resolve) => {
+    received = resolve;
+  });
+  const gateway = await startLoopbackServer(async () => {
+    received();
+  });
+  const server = spawnBareServer(`${gateway.url}/77`, "ignore", {
+    hostTimeoutSeconds: SHORT_HOST_TIMEOUT_SECONDS,
+  });
+  // An orphan the test could not end is killed all the same.
+  const killer = setTimeout(() => server.child.kill("SIGKILL"), 40_000);
+  server.initialize();
+  server.send({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "balance", arguments: {} } });
+  await reached;
+  return {
+    server,
+    async close() {
+      clearTimeout(killer);
+      server.child.kill("SIGKILL");
+      await gateway.close();
+    },
   };
 }
