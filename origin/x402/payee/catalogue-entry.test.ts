@@ -45,12 +45,24 @@ describe("catalogueEntry", () => {
       { url: "https://a.example/", description: "\u001b[2J" },
       "description",
     ],
+    [
+      "a description holding a lone surrogate",
+      { url: "https://a.example/", description: "snow \ud83d fall" },
+      "description",
+    ],
     ["a MIME type without a subtype", { url: "https://a.example/", mimeType: "json" }, "mime_type"],
     ["a MIME type with spaces", { url: "https://a.example/", mimeType: "text/ html" }, "mime_type"],
   ])("refuses %s, naming the field", (_, params, field) => {
     const result = catalogueEntry(params);
     expect(result.ok).toBe(false);
     if (!result.ok) expect(result.error.field).toBe(field);
+  });
+
+  it("keeps a description holding a character outside the BMP (a surrogate pair)", () => {
+    expect(catalogueEntry({ url: "https://a.example/", description: "snow \u{1F328}" })).toMatchObject({
+      ok: true,
+      value: { description: "snow \u{1F328}" },
+    });
   });
 
   it("keeps a description at the limit, trimmed, and a MIME type", () => {

@@ -2,7 +2,8 @@
  * What the discovery catalogue accepts as a resource
  * (docs/x402.md#discovery-the-resource-catalogue): an absolute http(s) URL without credentials, at
  * most MAX_RESOURCE_URL_LENGTH characters as the URL parser spells it; a description of at most
- * MAX_DESCRIPTION_LENGTH characters, none of them a control character; a MIME type `type/subtype`.
+ * MAX_DESCRIPTION_LENGTH characters, none of them a control character or a lone surrogate; a MIME
+ * type `type/subtype`.
  * The operator's `add` refuses anything else, naming the limit; a settled payment whose resource
  * breaks a limit settles all the same and is not listed.
  */
@@ -19,6 +20,9 @@ export const MAX_REGISTERED_RESOURCES = 1000;
 export type CatalogueEntry = { url: string; description: string; mimeType: string | null };
 
 export type EntryRefusal = { field: "url" | "description" | "mime_type"; message: string };
+
+/** A UTF-16 surrogate not paired with its other half (a pair reads as one code point under `u`). */
+const LONE_SURROGATE = /\p{Surrogate}/u;
 
 const MIME_TYPE = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/;
 
@@ -58,6 +62,10 @@ export function catalogueEntry(params: {
   // The catalogue is read by people and programs alike; and Postgres cannot store a NUL at all.
   if (hasControlCharacter(description))
     return err({ field: "description", message: "the description must not hold control characters" });
+  // A lone surrogate is no character at all, and Postgres's JSON refuses its escape: in a settle
+  // batch's claim rows it failed the claim of every payment of the batch.
+  if (LONE_SURROGATE.test(description))
+    return err({ field: "description", message: "the description must be well-formed Unicode" });
   const mimeType = params.mimeType?.trim() || null;
   if (mimeType !== null && (mimeType.length > MAX_MIME_TYPE_LENGTH || !MIME_TYPE.test(mimeType)))
     return err({

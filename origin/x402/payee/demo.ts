@@ -91,6 +91,10 @@ export function createDemoRouter({
     };
     const header = c.req.header("PAYMENT-SIGNATURE");
     if (header === undefined) return refuse({ unpaid: true });
+    // A HEAD runs this route and has its body dropped: it could never deliver what a payment buys,
+    // so its payment is not settled (nor counted) and it is answered the quote; the same payment
+    // still buys a GET's answer.
+    if (c.req.method === "HEAD") return refuse({});
     const clientIp = c.get("clientIp");
     const tooMany = (wait: number, reason: X402Reason): Response => {
       c.header("Retry-After", String(wait));

@@ -7,7 +7,7 @@ import { newAccount, publicClientFor } from "../../../devnet/testing.ts";
 import { useStackEdge } from "../../../testing/edge.ts";
 import { runTool } from "../../../testing/run-tool.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
-import { envelope, fundedPayer, quote } from "../../../testing/x402-payer.ts";
+import { envelope, fundedPayer, pay, paymentHeader, quote } from "../../../testing/x402-payer.ts";
 import { X402_REASONS } from "../reasons.ts";
 
 // Discovery (docs/x402.md#discovery-the-resource-catalogue) through the edge, every part real (the
@@ -175,6 +175,35 @@ describe("discovery through the edge, read with withBazaar(HTTPFacilitatorClient
       expect(receipt.status).toBe("success");
     }
     expect((await everyListed()).filter((url) => url.includes("rainfall"))).toEqual([]);
+  });
+
+  it("settles a payment whose resource's description holds a lone surrogate, lists nothing for it, and a demo payment settling beside it is paid", async () => {
+    // Postgres's JSON refuses a lone surrogate's escape: reaching the batch's claim statement, it
+    // failed the claim of every payment of the batch, the demo's own payments beside it included.
+    for (const description of ["Snowfall \ud800 forecast", "Snowfall \udfff"]) {
+      const payload = await paymentFor(await fundedPayer(stack.devnet.url), {
+        url: "https://seller.example/snowfall",
+        description,
+        mimeType: "application/json",
+      });
+      // Demo payments sent together with it, so that some share its settle batch.
+      const demoPayments = await Promise.all(
+        Array.from({ length: 4 }, async () =>
+          paymentHeader(await envelope(demoUrl, await fundedPayer(stack.devnet.url))),
+        ),
+      );
+      const [settled, ...demoAnswers] = await Promise.all([
+        facilitator()
+          .settle(payload, payload.accepted)
+          .catch((error: Error) => error.message),
+        ...demoPayments.map((signature) => pay(demoUrl, signature)),
+      ]);
+      expect(settled).toMatchObject({ success: true });
+      expect(demoAnswers.map((answer) => `${answer.status} ${answer.body.error ?? "paid"}`)).toEqual(
+        Array(4).fill("200 paid"),
+      );
+    }
+    expect((await everyListed()).filter((url) => url.includes("snowfall"))).toEqual([]);
   });
 
   it("lists what the operator registers with npm run x402-resources, after the demo, and pages through it all", async () => {

@@ -24,7 +24,7 @@ import { X402_REASONS, type X402Reason } from "../reasons.ts";
 import type { X402Runtime } from "../setup.ts";
 import { type CatalogueEntry, settledResourceOf } from "./catalogue-entry.ts";
 import type { X402Limits } from "./client-limit.ts";
-import { sha256 } from "./earlier-presentation.ts";
+import { heldPresentation, sha256 } from "./earlier-presentation.ts";
 import { type PaymentKey, paidAnswerAwaits, returnPaidAnswer } from "./paid-answers.ts";
 import { type Parsed, type PaymentEnvelope, parseEnvelope } from "./payment.ts";
 import { PAYMENT_IDENTIFIER, paymentFingerprint, paymentIdOf } from "./payment-identifier.ts";
@@ -40,7 +40,7 @@ import {
 } from "./settle-answer.ts";
 import { settleOncePerId } from "./settle-once-per-id.ts";
 import { settledOutcome } from "./settled-outcome.ts";
-import { hasSettlement } from "./settlement-view.ts";
+import { hasSettlement, hasSignedSettlement } from "./settlement-view.ts";
 import { authorizationUseOf } from "./used-elsewhere.ts";
 import {
   checkClosedPayment,
@@ -249,8 +249,30 @@ export function createFacilitator({
     // The wait for a slot and then for the receipt together within one receipt wait.
     const answerBy = Date.now() + receiptTimeoutMs;
     const slot = await guard.enter(clientIp, payment.payer, payment.authorization.nonce);
-    if (!slot.ok)
+    if (!slot.ok) {
+      // A payment whose settlement is signed already signs nothing more, so it can make nothing
+      // revert: presented again (the retry a settlement_pending answer asked for), it is answered
+      // from that settlement as it stands now, not refused for reverts its payer or address made
+      // since (docs/x402.md#windows-and-reverted-settlements).
+      if (
+        slot.error.code === "too_many_reverts" &&
+        (await hasSignedSettlement(verifyDeps.db, payment.authorization))
+      ) {
+        const answered = await heldPresentation(
+          {
+            db: verifyDeps.db,
+            receiptTimeoutMs,
+            validityMarginSeconds: verifyDeps.validityMarginSeconds,
+            chainAuthorizationUsed: authorizationUsed,
+          },
+          { authorization: payment.authorization, payload: payment.envelope.raw.payload },
+          Date.now(),
+          { paymentId: payment.paymentId },
+        );
+        if (answered !== "released") return { outcome: answered };
+      }
       return { turned: { reason: guardReason(slot.error), retryAfterSeconds: slot.error.retryAfterSeconds } };
+    }
     // A repeat of a settle whose answer was lost is a duplicate: answered from the stored
     // settlement (its transaction), never signed again.
     const outcome = await settledOutcome(
@@ -354,9 +376,13 @@ export function createFacilitator({
           };
       }
     }
-    // A settle now would be refused: say so rather than that it would settle.
+    // A settle now would be refused: say so rather than that it would settle. Not for the retry a
+    // settlement_pending answer asked for, which settle answers from its signed settlement, paid.
     const held = await guard.check(clientIp, admitted.payer);
-    if (held) {
+    if (
+      held &&
+      !(await paidAnswerAwaits(verifyDeps.db, admitted.authorization, sha256(admitted.envelope.raw.payload)))
+    ) {
       return refuse(
         { reason: guardReason(held), retryAfterSeconds: held.retryAfterSeconds },
         admitted.payer,

@@ -79,3 +79,19 @@ export async function hasSettlement(db: Db, payment: { from: string; nonce: stri
   );
   return rows.length > 0;
 }
+
+/**
+ * Whether the payment's settlement is signed (its transaction stored): nothing more is ever signed
+ * for its (from, nonce), whoever presents it (a signed claim is never taken over, settle.ts).
+ */
+export async function hasSignedSettlement(
+  db: Db,
+  payment: { from: string; nonce: string },
+): Promise<boolean> {
+  const rows = await queryRows(
+    db,
+    sql`select 1 from x402_settlements
+        where payer = ${payment.from} and nonce = ${payment.nonce} and tx_id is not null`,
+  );
+  return rows.length > 0;
+}

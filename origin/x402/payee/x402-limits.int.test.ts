@@ -490,6 +490,88 @@ describe("a payer racing its own balance", () => {
     expect(fresh).toMatchObject({ status: 429, body: { invalidReason: X402_REASONS.tooManyReverts } });
   }, 180_000);
 
+  it("a payer held by its reverts still has the retry its settlement_pending answer asked for paid at the demo, once, not 429; verify calls it valid", async () => {
+    // Its payment is signed already: presented again, it signs nothing, so it can make nothing
+    // revert. Mutation: the guard's refusal answering it (as before) leaves the payer 429
+    // too_many_reverts for the payment it made, for as long as its reverts hold it.
+    const quick = await stack.startOrigin({ AGENT_X402_RECEIPT_TIMEOUT_MS: "1500" }, undefined, proxy.url);
+    const quickEdge = await edgeFor(quick);
+    try {
+      const quickDemo = `${quickEdge.directUrl!.origin}/77/x402/demo`;
+      const payer = newAccount();
+      await refill(payer);
+      const payment = await envelope(quickDemo, payer);
+      const signature = paymentHeader(payment);
+      const present = async (): Promise<{
+        status: number;
+        error?: string;
+        response?: Record<string, unknown>;
+      }> => {
+        const response = await fetch(quickDemo, {
+          headers: { "cf-connecting-ip": "203.0.113.130", "PAYMENT-SIGNATURE": signature },
+        });
+        const header = response.headers.get("PAYMENT-RESPONSE");
+        const body = (await response.json()) as { error?: string };
+        return {
+          status: response.status,
+          ...(body.error ? { error: body.error } : {}),
+          ...(header
+            ? { response: decodePaymentResponseHeader(header) as unknown as Record<string, unknown> }
+            : {}),
+        };
+      };
+      // A step an earlier test armed that never ran must not run here.
+      void proxy.beforeNextSend(async () => {});
+      // The chain mines nothing for a while: the payment is answered settlement_pending, then mined.
+      expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
+      let first: Awaited<ReturnType<typeof present>>;
+      try {
+        first = await present();
+      } finally {
+        await rpc(stack.devnet.url, "dev_setAutomine", [true]);
+        await rpc(stack.devnet.url, "dev_mine", []);
+      }
+      expect(first).toMatchObject({ status: 402, error: X402_REASONS.settlementPending });
+      const transaction = first.response!.transaction;
+      await expect
+        .poll(async () => (await settlementsOf([payer])).map((row) => row.status))
+        .toEqual(["settled"]);
+      // Then its next payments revert, its balance moved away before each settlement.
+      const answers: string[] = [];
+      for (let attempt = 0; attempt < REVERT_GUARD.reverts; attempt++) {
+        await refill(payer);
+        drainBeforeNextBroadcast(payer);
+        answers.push(await settleFrom(`203.0.113.${131 + attempt}`, payer));
+      }
+      expect(answers).toEqual(Array(REVERT_GUARD.reverts).fill(`400 ${X402_REASONS.transactionFailed}`));
+      // A seller that verifies the retry first is told it is valid, as its settle answers it.
+      expect(await facilitator(quickEdge, "203.0.113.135", "verify", settleBody(payment))).toMatchObject({
+        status: 200,
+        body: { isValid: true },
+      });
+      // The retry of the payment made: paid, with its transaction; the next told the nonce is used.
+      expect(await present()).toMatchObject({ status: 200, response: { success: true, transaction } });
+      expect(await present()).toMatchObject({
+        status: 402,
+        error: X402_REASONS.nonceUsed,
+        response: { transaction },
+      });
+      // Anything new of the payer's is still refused.
+      await refill(payer);
+      const fresh = await fetch(quickDemo, {
+        headers: {
+          "cf-connecting-ip": "203.0.113.130",
+          "PAYMENT-SIGNATURE": paymentHeader(await envelope(quickDemo, payer)),
+        },
+      });
+      expect(fresh.status).toBe(429);
+      expect(await fresh.json()).toMatchObject({ error: X402_REASONS.tooManyReverts });
+    } finally {
+      await quickEdge.stop();
+      await quick.close();
+    }
+  }, 180_000);
+
   it("refuses an address whose settlements reverted 3 times, whatever new payer it brings; a payer elsewhere settles", async () => {
     // Mutation: the guard without its per-address count signs the fourth payer's settlement, which reverts.
     const client = "203.0.113.100";

@@ -20,6 +20,7 @@ import {
 import { CAIP2_NETWORK, NATIVE_TRANSFER_AUTH_ADDRESS, WEI_PER_UNIT } from "../../../shared/constants.ts";
 import { useStackEdge } from "../../../testing/edge.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
+import { chain77X402Client } from "../../../testing/x402-official-client.ts";
 import {
   envelope as envelopeFor,
   fundedPayer as fundedPayerOn,
@@ -132,6 +133,30 @@ describe("GET /x402/demo", () => {
       sql`select status, tx_hash from x402_settlements where payer = ${payer.address.toLowerCase()}`,
     );
     expect(row).toEqual({ status: "settled", tx_hash: settlement.transaction });
+  });
+
+  it("a HEAD, whose answer has no body, settles nothing: @x402/fetch's paid HEAD is answered the quote and pays nothing; the payment it would have spent buys the GET's answer", async () => {
+    // A HEAD is answered as the GET without its body: were its payment settled, the payer would be
+    // charged and its one paid answer taken, with the content never delivered.
+    const payer = await fundedPayer();
+    const before = await chain().getBalance({ address: payer.address });
+    const paidFetch = wrapFetchWithPayment(fetch, chain77X402Client(payer));
+    const viaEdge = `${edge.url}/77/x402/demo`;
+    const head = await paidFetch(viaEdge, { method: "HEAD" });
+    expect(head.status).toBe(402);
+    expect(head.headers.get("PAYMENT-RESPONSE")).toBeNull();
+    const signature = header(await envelope(payer));
+    const direct = await fetch(demo, { method: "HEAD", headers: { "PAYMENT-SIGNATURE": signature } });
+    expect(direct.status).toBe(402);
+    expect(direct.headers.get("PAYMENT-REQUIRED")).not.toBeNull();
+    expect(await authorizationUsedLogs(payer.address)).toBe(0);
+    expect(await chain().getBalance({ address: payer.address })).toBe(before);
+    // The same payment, sent with a GET, is settled and answered with the content, once.
+    const answer = await pay(signature);
+    expect(answer.status).toBe(200);
+    expect(answer.body).toMatchObject({ ok: true, transaction: answer.response!.transaction });
+    expect(await authorizationUsedLogs(payer.address)).toBe(1);
+    expect(before - (await chain().getBalance({ address: payer.address }))).toBe(AMOUNT * WEI_PER_UNIT);
   });
 
   it("@x402/fetch with its default spend controls refuses the chain-77 demo (not a default asset) and pays nothing; docs/x402.md's allowedAssets step is what lets it pay", async () => {
