@@ -40,7 +40,7 @@ import { idempotencyKeyProblem } from "../shared/idempotency-key.ts";
 import { formatEventLine, formatHuman, proofProgressLine } from "./format.ts";
 import { nodeFetch } from "./node-fetch.ts";
 import { parseTimeoutSeconds, REQUEST_TIMEOUT_SECONDS, withRequestTimeout } from "./request-timeout.ts";
-import { withWaitingNotice } from "./waiting-notice.ts";
+import { WAITING_NOTICE_AFTER_MS, withWaitingNotice } from "./waiting-notice.ts";
 
 export type CliIo = {
   env: Record<string, string | undefined>;
@@ -150,7 +150,8 @@ export function helpText(): string {
     "  answers the same refusal; once the cause is gone, send a new request (a new key). Errors",
     "  without an action_id (a bad token or argument, too many requests) recorded nothing. --wait",
     "  exits 0 only once the action is confirmed. A request with no answer after 2 s prints one line",
-    "  on stderr saying what the command waits for (and the key to retry a money command with).",
+    "  on stderr saying what the command waits for (and the key to retry a money command with); so",
+    "  does a faucet or transfer --wait still waiting after 2 s (a held one: for an operator).",
     "",
     "exit codes:",
     `   ${EXIT_OK}  success`,
@@ -406,7 +407,7 @@ async function runCommand(
     case "faucet": {
       if (args.length > 0) return EXIT_USAGE;
       const action = await client.faucet({ idempotencyKey: values.key });
-      return values.wait ? waitForMoney(client, action) : heldExit(action);
+      return values.wait ? waitForMoney(client, action, io) : heldExit(action);
     }
     case "transfer": {
       if (args.length > 0 || !values.to || !values.amount) return EXIT_USAGE;
@@ -415,7 +416,7 @@ async function runCommand(
         amount: wholeUnits(values.amount),
         idempotencyKey: values.key,
       });
-      return values.wait ? waitForMoney(client, action) : heldExit(action);
+      return values.wait ? waitForMoney(client, action, io) : heldExit(action);
     }
     case "action": {
       // An empty id (`action "$ID"` with ID unset) would ask GET /actions/, which is no action's.
@@ -594,11 +595,28 @@ function waitTimeout(action: Pick<ActionView, "status" | "expires_at">): number 
   return Math.max(Date.parse(action.expires_at) - Date.now(), 0) + 60_000;
 }
 
-/** A money action followed to its end; a failure throws with the request's key (client.waitForAction). */
+/**
+ * A money action followed to its end; a failure throws with the request's key (client.waitForAction).
+ * A wait that goes on says once on stderr what it waits for, with the key: its reads ask the
+ * service to hold them (`?wait=`), which the waiting notice leaves unsaid, and a held transfer waits
+ * for a person up to its expiry. Stopped without the key, the same command again was a second
+ * transfer (held again, for an operator to approve as well).
+ */
 async function waitForMoney(
   client: GatewayClient,
   action: MoneyActionResult,
+  io: CliIo,
 ): Promise<ActionView & { idempotency_key: string }> {
+  const held = isHeld(action)
+    ? ` by rule ${action.rule} until ${action.expires_at} for an operator's decision`
+    : "";
+  const notice = setTimeout(
+    () =>
+      io.stderr(
+        `agent-wallet: action ${action.action_id} is ${action.status}${held}; still waiting (it is safe to stop and run the same command with --key ${action.idempotency_key}: never a second payment)\n`,
+      ),
+    io.waitingNoticeMs ?? WAITING_NOTICE_AFTER_MS,
+  );
   try {
     const timeoutMs = waitTimeout(action);
     return {
@@ -608,6 +626,8 @@ async function waitForMoney(
   } catch (error) {
     if (error instanceof GatewayError) error.idempotencyKey ??= action.idempotency_key;
     throw error;
+  } finally {
+    clearTimeout(notice);
   }
 }
 
