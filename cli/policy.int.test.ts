@@ -179,7 +179,7 @@ describe("agent-wallet policy commands and exit codes (real stack)", () => {
       expect(waited.code, "the command was stopped by the test, not ended by itself").toBe(-1);
       expect(waited.stdout).toBe("");
       const line =
-        /^agent-wallet: action (\S+) is held by rule approval_above_units until \S+ for an operator's decision; still waiting \(it is safe to stop and run the same command with --key (transfer-\S+): never a second payment\)\n$/.exec(
+        /^agent-wallet: action (\S+) is held by rule approval_above_units until \S+ for an operator's decision; still waiting \(it is safe to stop and run the same command with --key (transfer-\S+): never a second payment\)\n/.exec(
           stderr,
         );
       expect(line, stderr).not.toBeNull();

@@ -55,9 +55,15 @@ export type CliIo = {
   /**
    * Takes over Ctrl-C (SIGINT, and SIGTERM) for a command that runs until stopped (`watch`): the
    * signal aborts when one comes, and the command ends with exit 0. Other commands never call it,
-   * so Ctrl-C stops them as it stops any program.
+   * so Ctrl-C stops them as it stops any program (after onStopped's line, for those that have one).
    */
   stopSignal?: () => AbortSignal;
+  /**
+   * Takes over Ctrl-C (SIGINT, and SIGTERM) for a command whose request may have done something
+   * (a money command, `pay`, `register`, `rotate-token`): the line `said` returns goes to stderr,
+   * then the signal ends the process as it ends any program.
+   */
+  onStopped?: (said: () => string) => void;
 };
 
 export const EXIT_OK = 0;
@@ -151,7 +157,8 @@ export function helpText(): string {
     "  without an action_id (a bad token or argument, too many requests) recorded nothing. --wait",
     "  exits 0 only once the action is confirmed. A request with no answer after 2 s prints one line",
     "  on stderr saying what the command waits for (and the key to retry a money command with); so",
-    "  does a faucet or transfer --wait still waiting after 2 s (a held one: for an operator).",
+    "  does a faucet or transfer --wait still waiting after 2 s (a held one: for an operator), and",
+    "  Ctrl-C says the key as it stops a money command (the same command with it: never a second).",
     "",
     "exit codes:",
     `   ${EXIT_OK}  success`,
@@ -246,6 +253,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     afterMs: io.waitingNoticeMs,
   });
 
+  // Stopped before the waiting notice is due (2 s), or during a --wait, a money command said nothing:
+  // its generated key was lost, and the same command again was a second transfer.
+  const stopAdvice = stoppedAdvice(command, values.key, payment);
+  if (stopAdvice !== undefined) io.onStopped?.(() => `agent-wallet: stopped; ${stopAdvice()}\n`);
   try {
     if (values.key !== undefined) checkKeyArgument(values.key);
     let result: unknown;
@@ -700,6 +711,29 @@ function waitingAdvice(
       return "do not run register again if you stop it: a lost answer may already have created the identity";
     case "rotate-token":
       return "if you stop it and AGENT_TOKEN then answers AgentAuthFailed, the rotation went through and its token is lost: the service's operator can issue another";
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * What an agent that stopped the command (Ctrl-C) may do: read when the signal comes, for `pay`'s key
+ * is known only once its payment is presented. Undefined for a read, which any run repeats.
+ */
+function stoppedAdvice(
+  command: Command,
+  key: string | undefined,
+  payment: PaymentInFlight,
+): (() => string) | undefined {
+  switch (command) {
+    case "faucet":
+    case "transfer":
+      return () =>
+        `the request may have reached the service: run the same command with --key ${key} to learn what it came to (never a second payment)`;
+    case "pay":
+    case "register":
+    case "rotate-token":
+      return () => waitingAdvice(command, key, payment) ?? "";
     default:
       return undefined;
   }
