@@ -97,6 +97,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   let proxiedPayer: StackAgent;
   let cutPayer: StackAgent;
   let stalledPayer: StackAgent;
+  let optionsPayer: StackAgent;
   let base: string;
   const runs: ToolRun[] = [];
   const run = async (args: string[], token: string | undefined = agent.token): Promise<ToolRun> => {
@@ -126,6 +127,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     proxiedPayer = await stack.newAgent({ units: 1_000_000n });
     cutPayer = await stack.newAgent({ units: 1_000_000n });
     stalledPayer = await stack.newAgent({ units: 1_000_000n });
+    optionsPayer = await stack.newAgent({ units: 1_000_000n });
   }, 180_000);
   afterAll(async () => {
     await edge?.stop();
@@ -514,6 +516,35 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       });
       for (const output of [paid.stdout, paid.stderr, json.stdout, json.stderr])
         expect(output).not.toContain(agent.token);
+    },
+  );
+
+  // Mutation: without the CLI's check of each command's options (cli/run.ts, optionsOf), `pay URL
+  // --amount 1` ignores --amount and pays the quote's 10000 units, and `faucet --amount` its payout.
+  it(
+    "an option the command does not take (pay --amount, faucet --amount) is a usage error (2): nothing paid",
+    SLOW,
+    async () => {
+      const payer = optionsPayer;
+      const chain = publicClientFor(stack.devnet.url);
+      const before = await chain.getBalance({ address: payer.wallet });
+      for (const args of [
+        ["pay", `${base}/x402/demo`, "--amount", "1"],
+        ["faucet", "--amount", "1"],
+      ]) {
+        const refused = await run([...args, "--json"], payer.token);
+        expect({ args, code: refused.code }).toEqual({ args, code: 2 });
+        expect(JSON.parse(refused.stdout)).toEqual({
+          error: {
+            name: "UsageError",
+            code: "usage",
+            message: `${args[0]} does not take --amount`,
+            exit_code: 2,
+          },
+        });
+      }
+      expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(0);
+      expect(await chain.getBalance({ address: payer.wallet })).toBe(before);
     },
   );
 

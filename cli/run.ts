@@ -162,7 +162,7 @@ export function helpText(): string {
     "",
     "exit codes:",
     `   ${EXIT_OK}  success`,
-    `   ${EXIT_USAGE}  usage: an unknown command or option, a missing argument, AGENT_TOKEN unset`,
+    `   ${EXIT_USAGE}  usage: an unknown command or option, one the command does not take, a missing argument, AGENT_TOKEN unset`,
     ...codes,
     `  ${EXIT_RESOURCE_ERROR}  pay: the resource's own answer is an error (4xx or 5xx), printed as any; its first line`,
     "      says whether it was paid",
@@ -207,6 +207,15 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   }
   const command = positionals[0] as Command;
   if (!COMMANDS.includes(command)) return usage(`unknown command: ${positionals[0]}`);
+  // An option another command takes was ignored: `pay URL --amount 100` paid the quote's price,
+  // whatever it was, and `faucet --amount` its payout. Refused, nothing sent.
+  const taken = optionsOf(command, positionals[1]);
+  const ignored = Object.keys(values).find((name) => !COMMON_OPTIONS.includes(name) && !taken.includes(name));
+  if (ignored !== undefined) {
+    return usage(
+      `${command === "policy" && positionals[1] ? `policy ${positionals[1]}` : command} does not take --${ignored}`,
+    );
+  }
   const baseUrl = values["base-url"] ?? io.env.AGENT_BASE_URL;
   if (!baseUrl) return usage("no base URL: set AGENT_BASE_URL or pass --base-url");
   // `localhost:8787/77` parses as a URL of scheme `localhost:`: sent anyway, it failed as an
@@ -364,6 +373,29 @@ function parseCli(argv: string[]) {
       timeout: { type: "string" },
     },
   });
+}
+
+/** The options every command takes. */
+const COMMON_OPTIONS: readonly string[] = ["base-url", "json", "help", "timeout"];
+
+/** The options `command` (with `sub`, policy's subcommand) takes besides the common ones. */
+function optionsOf(command: Command, sub: string | undefined): readonly string[] {
+  switch (command) {
+    case "faucet":
+      return ["key", "wait"];
+    case "transfer":
+      return ["to", "amount", "key", "wait"];
+    case "action":
+      return ["wait"];
+    case "pay":
+      return ["key", "method", "data"];
+    case "policy":
+      return sub === "check" ? ["to", "amount", "payment-required"] : sub === "set" ? ["file"] : [];
+    case "watch":
+      return ["after"];
+    default:
+      return [];
+  }
 }
 
 function usageOf(command: Command, sub: string | undefined): string {
