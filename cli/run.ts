@@ -33,7 +33,7 @@ import {
   ValidationFailed,
 } from "../client/index.ts";
 import { type FetchLike, networkErrorCode } from "../client/request.ts";
-import { NATIVE_DECIMALS } from "../shared/constants.ts";
+import { NATIVE_DECIMALS, WEI_PER_UNIT } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { idempotencyKeyProblem } from "../shared/idempotency-key.ts";
@@ -615,14 +615,22 @@ function parseJsonInput(text: string, option: string): unknown {
   }
 }
 
+/**
+ * `--amount` as the gateway takes it (shared/gateway-schemas.ts, unitsAmountSchema), or
+ * ValidationFailed (exit 6) before anything is sent: 0, 007 and an amount past a uint256 in wei
+ * were sent, with the token, only to be refused there.
+ */
 function wholeUnits(amount: string): string {
-  if (!/^[0-9]+$/.test(amount)) {
-    throw new ValidationFailed("--amount must be a whole number of 6-decimal units", {
-      code: "validation_failed",
-    });
+  if (!/^[1-9][0-9]{0,77}$/.test(amount) || BigInt(amount) * WEI_PER_UNIT > MAX_UINT256) {
+    throw new ValidationFailed(
+      "--amount must be a positive whole number of 6-decimal units without a leading zero (1 USDC = 1000000), its wei value within a uint256",
+      { code: "validation_failed" },
+    );
   }
   return amount;
 }
+
+const MAX_UINT256 = (1n << 256n) - 1n;
 
 /** A money action held for approval prints as any answer and exits 25; anything else exits 0. */
 function heldExit(action: MoneyActionResult): MoneyActionResult | Exited {
