@@ -548,6 +548,29 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     },
   );
 
+  // Mutation: without the check in cli/run.ts's pay, the demo is asked a GET carrying the data,
+  // which it ignores, and paid: exit 0, one authorization used.
+  it(
+    "pay URL --data without a --method that carries a body is ValidationFailed (6): nothing paid",
+    SLOW,
+    async () => {
+      for (const method of [[], ["--method", "get"]]) {
+        const refused = await run(
+          ["pay", `${base}/x402/demo`, "--data", '{"q":1}', ...method, "--json"],
+          optionsPayer.token,
+        );
+        expect(refused.code, refused.stdout).toBe(ValidationFailed.exitCode);
+        expect(JSON.parse(refused.stdout)).toMatchObject({
+          error: {
+            code: "validation_failed",
+            message: expect.stringMatching(/^--data needs --method with a body/),
+          },
+        });
+      }
+      expect(await authorizationUsedCount(stack.devnet.url, optionsPayer.wallet)).toBe(0);
+    },
+  );
+
   it(
     "pay URL: a paid request answered 502 by a proxy exits 17 with the key; the same command with it pays nothing more",
     SLOW,

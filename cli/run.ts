@@ -107,7 +107,8 @@ export function helpText(): string {
     "  pay URL [--key K] [--method M] [--data BODY]",
     "                                   fetch URL, paying a 402 once through the gateway; prints the",
     "                                   settlement's transaction, then the resource; the same command",
-    "                                   again is the same payment (a new --key buys again)",
+    "                                   again is the same payment (a new --key buys again); --data",
+    "                                   needs a --method with a body (POST, …): a GET carries none",
     "  register                         a new token and wallet (never retried; the token is shown once;",
     "                                   a proof of work the service asks for is solved first)",
     "  rotate-token                     a new token for this identity (wallet, capabilities, actions and",
@@ -477,6 +478,14 @@ async function runCommand(
       if (args.length !== 1) return EXIT_USAGE;
       const url = resourceUrl(args[0]!);
       const method = requestMethod(values.method ?? "GET");
+      // fetch refuses a body on a GET or HEAD; node:http sent it, the resource ignored it, and the
+      // agent paid for the GET's answer, its data never read.
+      if (values.data !== undefined && ["GET", "HEAD"].includes(method.toUpperCase())) {
+        throw new ValidationFailed(
+          `--data needs --method with a body, such as POST: a ${method.toUpperCase()} request carries none (nothing was sent)`,
+          { code: "validation_failed" },
+        );
+      }
       let response: Response;
       try {
         response = await client.fetchWithPayment(
