@@ -4,6 +4,7 @@ import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { sql } from "drizzle-orm";
 import pino from "pino";
 import type { Address, Hex } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -19,6 +20,7 @@ import {
   ValidationFailed,
 } from "../client/index.ts";
 import { newAccount, publicClientFor } from "../devnet/testing.ts";
+import { queryRows } from "../origin/db/client.ts";
 import { makeBatch } from "../origin/keypool/refill.ts";
 import { updateRegistrationPolicy } from "../origin/registration/policy-repository.ts";
 import { WEI_PER_UNIT } from "../shared/constants.ts";
@@ -95,6 +97,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   let proxiedPayer: StackAgent;
   let cutPayer: StackAgent;
   let stalledPayer: StackAgent;
+  let optionsPayer: StackAgent;
   let base: string;
   const runs: ToolRun[] = [];
   const run = async (args: string[], token: string | undefined = agent.token): Promise<ToolRun> => {
@@ -124,6 +127,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     proxiedPayer = await stack.newAgent({ units: 1_000_000n });
     cutPayer = await stack.newAgent({ units: 1_000_000n });
     stalledPayer = await stack.newAgent({ units: 1_000_000n });
+    optionsPayer = await stack.newAgent({ units: 1_000_000n });
   }, 180_000);
   afterAll(async () => {
     await edge?.stop();
@@ -347,6 +351,61 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     },
   );
 
+  // Mutation: without the CLI's stop line (cli/run.ts stoppedAdvice, cli/main.ts onStopped), a
+  // transfer stopped before its waiting notice is due prints nothing: its generated key is lost, and
+  // the same command again is a second transfer.
+  it(
+    "a transfer stopped with Ctrl-C while its request is out says its key on stderr; the same command with it moves the money once",
+    SLOW,
+    async () => {
+      const payer = await stack.newAgent({ units: 1_000_000n });
+      const to = newAccount().address;
+      const args = ["transfer", "--to", to, "--amount", "1000"];
+      const requested = async () =>
+        (
+          await queryRows<{ n: number }>(
+            stack.db.handle.db,
+            sql`select count(*)::int as n from agent_actions where agent_id = ${payer.agentId}`,
+          )
+        )[0]!.n;
+      let child: ChildProcess | undefined;
+      // A real hang: the enclave process paused (SIGSTOP), so the request waits on the signer.
+      process.kill(stack.enclave.pid()!, "SIGSTOP");
+      let stopped: ToolRun;
+      try {
+        const running = runTool(BIN, args, {
+          env: { AGENT_BASE_URL: base, AGENT_TOKEN: payer.token },
+          cleanEnv: true,
+          timeoutMs: 90_000,
+          onSpawn: (spawned) => {
+            child = spawned;
+          },
+        });
+        // Stopped as soon as the service has the request, before the 2 s waiting notice.
+        await expect.poll(requested, { timeout: 20_000, interval: 20 }).toBe(1);
+        child!.kill("SIGINT");
+        stopped = await running;
+      } finally {
+        process.kill(stack.enclave.pid()!, "SIGCONT");
+      }
+      runs.push(stopped);
+      expect(stopped.code, "ended by the signal, as any program").toBe(-1);
+      expect(stopped.stdout).toBe("");
+      const line =
+        /^agent-wallet: stopped; the request may have reached the service: run the same command with --key (transfer-\S+) to learn what it came to \(never a second payment\)\n$/m.exec(
+          stopped.stderr,
+        );
+      expect(line, stopped.stderr).not.toBeNull();
+      const again = await run([...args, "--key", line![1]!, "--wait", "--json"], payer.token);
+      expect(again.code, again.stdout).toBe(0);
+      expect(JSON.parse(again.stdout)).toMatchObject({ status: "confirmed", idempotency_key: line![1] });
+      expect(await requested()).toBe(1);
+      const chain = publicClientFor(stack.devnet.url);
+      expect(await chain.getBalance({ address: to })).toBe(1_000n * WEI_PER_UNIT);
+      expect(await chain.getTransactionCount({ address: payer.wallet })).toBe(1);
+    },
+  );
+
   it(
     "exits with the class of a terminal failure, also on a repeat of the key: over the limit (10), reverted (20)",
     SLOW,
@@ -457,6 +516,58 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
       });
       for (const output of [paid.stdout, paid.stderr, json.stdout, json.stderr])
         expect(output).not.toContain(agent.token);
+    },
+  );
+
+  // Mutation: without the CLI's check of each command's options (cli/run.ts, optionsOf), `pay URL
+  // --amount 1` ignores --amount and pays the quote's 10000 units, and `faucet --amount` its payout.
+  it(
+    "an option the command does not take (pay --amount, faucet --amount) is a usage error (2): nothing paid",
+    SLOW,
+    async () => {
+      const payer = optionsPayer;
+      const chain = publicClientFor(stack.devnet.url);
+      const before = await chain.getBalance({ address: payer.wallet });
+      for (const args of [
+        ["pay", `${base}/x402/demo`, "--amount", "1"],
+        ["faucet", "--amount", "1"],
+      ]) {
+        const refused = await run([...args, "--json"], payer.token);
+        expect({ args, code: refused.code }).toEqual({ args, code: 2 });
+        expect(JSON.parse(refused.stdout)).toEqual({
+          error: {
+            name: "UsageError",
+            code: "usage",
+            message: `${args[0]} does not take --amount`,
+            exit_code: 2,
+          },
+        });
+      }
+      expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(0);
+      expect(await chain.getBalance({ address: payer.wallet })).toBe(before);
+    },
+  );
+
+  // Mutation: without the check in cli/run.ts's pay, the demo is asked a GET carrying the data,
+  // which it ignores, and paid: exit 0, one authorization used.
+  it(
+    "pay URL --data without a --method that carries a body is ValidationFailed (6): nothing paid",
+    SLOW,
+    async () => {
+      for (const method of [[], ["--method", "get"]]) {
+        const refused = await run(
+          ["pay", `${base}/x402/demo`, "--data", '{"q":1}', ...method, "--json"],
+          optionsPayer.token,
+        );
+        expect(refused.code, refused.stdout).toBe(ValidationFailed.exitCode);
+        expect(JSON.parse(refused.stdout)).toMatchObject({
+          error: {
+            code: "validation_failed",
+            message: expect.stringMatching(/^--data needs --method with a body/),
+          },
+        });
+      }
+      expect(await authorizationUsedCount(stack.devnet.url, optionsPayer.wallet)).toBe(0);
     },
   );
 

@@ -16,6 +16,15 @@ process.exitCode = await runCli(process.argv.slice(2), {
     for await (const chunk of process.stdin) text += chunk;
     return text;
   },
+  onStopped: (said) => {
+    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+      process.once(signal, () => {
+        process.stderr.write(said());
+        // Then ended by the signal, as without this listener: the shell or harness sees it so.
+        process.kill(process.pid, signal);
+      });
+    }
+  },
   stopSignal: () => {
     const stop = new AbortController();
     for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => stop.abort());

@@ -18,12 +18,17 @@ const MAX_REDIRECTS = 20;
 class NodeAnswer {
   readonly ok: boolean;
   readonly headers: { get(name: string): string | null };
-  /** `body`: the whole body, or why it stopped coming after the headers (its read rejects with it). */
+  /**
+   * `content`: the whole body, or why it stopped coming after the headers (its read rejects with
+   * it). Not named `body`: a Response's `body` is a stream, which the client cancels before it
+   * presents a pending payment again (client/x402.ts); a Buffer there made that a TypeError, told as
+   * "nothing was paid" while the payment settled. This answer is read whole, so it has no stream.
+   */
   constructor(
     readonly status: number,
     readonly url: string,
     headers: IncomingHttpHeaders,
-    private readonly body: Buffer | Error,
+    private readonly content: Buffer | Error,
   ) {
     this.ok = status >= 200 && status < 300;
     this.headers = {
@@ -34,8 +39,8 @@ class NodeAnswer {
     };
   }
   async text(): Promise<string> {
-    if (this.body instanceof Error) throw this.body;
-    return this.body.toString("utf8");
+    if (this.content instanceof Error) throw this.content;
+    return this.content.toString("utf8");
   }
   async json(): Promise<unknown> {
     return JSON.parse(await this.text());

@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -148,6 +149,44 @@ describe("agent-wallet policy commands and exit codes (real stack)", () => {
       const deniedHuman = await run(["transfer", "--to", to, "--amount", "6000000"]);
       expect(deniedHuman.code).toBe(23);
       expect(deniedHuman.stderr).toContain("(rule transfers.per_tx_units, remaining 5000000)");
+    },
+  );
+
+  // Mutation: without the line (cli/run.ts, waitForMoney), a held transfer's --wait prints nothing
+  // until the hold ends (a day by default): the agent that stops it has no key, and running the same
+  // command again makes a second held transfer, which an operator may approve as well.
+  it(
+    "transfer --wait while held says on stderr what it waits for, with the key; stopped and run again with it, the same held action",
+    SLOW,
+    async () => {
+      const to = newAccount().address;
+      let child: ChildProcess | undefined;
+      let stderr = "";
+      const waited = await runTool(BIN, ["transfer", "--to", to, "--amount", "3000000", "--wait", "--json"], {
+        env: { AGENT_BASE_URL: stack.origin.base, AGENT_TOKEN: agent.token },
+        cleanEnv: true,
+        timeoutMs: 30_000,
+        onSpawn: (spawned) => {
+          child = spawned;
+        },
+        onStderr: (text) => {
+          stderr += text;
+          // The agent (or its harness) stops the command once it says what it waits for.
+          if (stderr.includes("\n")) child?.kill("SIGTERM");
+        },
+      });
+      runs.push(waited);
+      expect(waited.code, "the command was stopped by the test, not ended by itself").toBe(-1);
+      expect(waited.stdout).toBe("");
+      const line =
+        /^agent-wallet: action (\S+) is held by rule approval_above_units until \S+ for an operator's decision; still waiting \(it is safe to stop and run the same command with --key (transfer-\S+): never a second payment\)\n/.exec(
+          stderr,
+        );
+      expect(line, stderr).not.toBeNull();
+      const [, actionId, key] = line!;
+      const again = await run(["transfer", "--to", to, "--amount", "3000000", "--key", key!, "--json"]);
+      expect(again.code).toBe(25);
+      expect(json(again)).toMatchObject({ action_id: actionId, status: "held", idempotency_key: key });
     },
   );
 

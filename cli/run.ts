@@ -33,14 +33,14 @@ import {
   ValidationFailed,
 } from "../client/index.ts";
 import { type FetchLike, networkErrorCode } from "../client/request.ts";
-import { NATIVE_DECIMALS } from "../shared/constants.ts";
+import { NATIVE_DECIMALS, WEI_PER_UNIT } from "../shared/constants.ts";
 import { errorMessage } from "../shared/error-message.ts";
 import { isHttpUrl } from "../shared/http-url.ts";
 import { idempotencyKeyProblem } from "../shared/idempotency-key.ts";
 import { formatEventLine, formatHuman, proofProgressLine } from "./format.ts";
 import { nodeFetch } from "./node-fetch.ts";
 import { parseTimeoutSeconds, REQUEST_TIMEOUT_SECONDS, withRequestTimeout } from "./request-timeout.ts";
-import { withWaitingNotice } from "./waiting-notice.ts";
+import { WAITING_NOTICE_AFTER_MS, withWaitingNotice } from "./waiting-notice.ts";
 
 export type CliIo = {
   env: Record<string, string | undefined>;
@@ -55,9 +55,15 @@ export type CliIo = {
   /**
    * Takes over Ctrl-C (SIGINT, and SIGTERM) for a command that runs until stopped (`watch`): the
    * signal aborts when one comes, and the command ends with exit 0. Other commands never call it,
-   * so Ctrl-C stops them as it stops any program.
+   * so Ctrl-C stops them as it stops any program (after onStopped's line, for those that have one).
    */
   stopSignal?: () => AbortSignal;
+  /**
+   * Takes over Ctrl-C (SIGINT, and SIGTERM) for a command whose request may have done something
+   * (a money command, `pay`, `register`, `rotate-token`): the line `said` returns goes to stderr,
+   * then the signal ends the process as it ends any program.
+   */
+  onStopped?: (said: () => string) => void;
 };
 
 export const EXIT_OK = 0;
@@ -101,7 +107,8 @@ export function helpText(): string {
     "  pay URL [--key K] [--method M] [--data BODY]",
     "                                   fetch URL, paying a 402 once through the gateway; prints the",
     "                                   settlement's transaction, then the resource; the same command",
-    "                                   again is the same payment (a new --key buys again)",
+    "                                   again is the same payment (a new --key buys again); --data",
+    "                                   needs a --method with a body (POST, …): a GET carries none",
     "  register                         a new token and wallet (never retried; the token is shown once;",
     "                                   a proof of work the service asks for is solved first)",
     "  rotate-token                     a new token for this identity (wallet, capabilities, actions and",
@@ -150,11 +157,13 @@ export function helpText(): string {
     "  answers the same refusal; once the cause is gone, send a new request (a new key). Errors",
     "  without an action_id (a bad token or argument, too many requests) recorded nothing. --wait",
     "  exits 0 only once the action is confirmed. A request with no answer after 2 s prints one line",
-    "  on stderr saying what the command waits for (and the key to retry a money command with).",
+    "  on stderr saying what the command waits for (and the key to retry a money command with); so",
+    "  does a faucet or transfer --wait still waiting after 2 s (a held one: for an operator), and",
+    "  Ctrl-C says the key as it stops a money command (the same command with it: never a second).",
     "",
     "exit codes:",
     `   ${EXIT_OK}  success`,
-    `   ${EXIT_USAGE}  usage: an unknown command or option, a missing argument, AGENT_TOKEN unset`,
+    `   ${EXIT_USAGE}  usage: an unknown command or option, one the command does not take, a missing argument, AGENT_TOKEN unset`,
     ...codes,
     `  ${EXIT_RESOURCE_ERROR}  pay: the resource's own answer is an error (4xx or 5xx), printed as any; its first line`,
     "      says whether it was paid",
@@ -199,6 +208,15 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
   }
   const command = positionals[0] as Command;
   if (!COMMANDS.includes(command)) return usage(`unknown command: ${positionals[0]}`);
+  // An option another command takes was ignored: `pay URL --amount 100` paid the quote's price,
+  // whatever it was, and `faucet --amount` its payout. Refused, nothing sent.
+  const taken = optionsOf(command, positionals[1]);
+  const ignored = Object.keys(values).find((name) => !COMMON_OPTIONS.includes(name) && !taken.includes(name));
+  if (ignored !== undefined) {
+    return usage(
+      `${command === "policy" && positionals[1] ? `policy ${positionals[1]}` : command} does not take --${ignored}`,
+    );
+  }
   const baseUrl = values["base-url"] ?? io.env.AGENT_BASE_URL;
   if (!baseUrl) return usage("no base URL: set AGENT_BASE_URL or pass --base-url");
   // `localhost:8787/77` parses as a URL of scheme `localhost:`: sent anyway, it failed as an
@@ -245,6 +263,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     afterMs: io.waitingNoticeMs,
   });
 
+  // Stopped before the waiting notice is due (2 s), or during a --wait, a money command said nothing:
+  // its generated key was lost, and the same command again was a second transfer.
+  const stopAdvice = stoppedAdvice(command, values.key, payment);
+  if (stopAdvice !== undefined) io.onStopped?.(() => `agent-wallet: stopped; ${stopAdvice()}\n`);
   try {
     if (values.key !== undefined) checkKeyArgument(values.key);
     let result: unknown;
@@ -354,6 +376,29 @@ function parseCli(argv: string[]) {
   });
 }
 
+/** The options every command takes. */
+const COMMON_OPTIONS: readonly string[] = ["base-url", "json", "help", "timeout"];
+
+/** The options `command` (with `sub`, policy's subcommand) takes besides the common ones. */
+function optionsOf(command: Command, sub: string | undefined): readonly string[] {
+  switch (command) {
+    case "faucet":
+      return ["key", "wait"];
+    case "transfer":
+      return ["to", "amount", "key", "wait"];
+    case "action":
+      return ["wait"];
+    case "pay":
+      return ["key", "method", "data"];
+    case "policy":
+      return sub === "check" ? ["to", "amount", "payment-required"] : sub === "set" ? ["file"] : [];
+    case "watch":
+      return ["after"];
+    default:
+      return [];
+  }
+}
+
 function usageOf(command: Command, sub: string | undefined): string {
   switch (command) {
     case "policy":
@@ -406,7 +451,7 @@ async function runCommand(
     case "faucet": {
       if (args.length > 0) return EXIT_USAGE;
       const action = await client.faucet({ idempotencyKey: values.key });
-      return values.wait ? waitForMoney(client, action) : heldExit(action);
+      return values.wait ? waitForMoney(client, action, io) : heldExit(action);
     }
     case "transfer": {
       if (args.length > 0 || !values.to || !values.amount) return EXIT_USAGE;
@@ -415,7 +460,7 @@ async function runCommand(
         amount: wholeUnits(values.amount),
         idempotencyKey: values.key,
       });
-      return values.wait ? waitForMoney(client, action) : heldExit(action);
+      return values.wait ? waitForMoney(client, action, io) : heldExit(action);
     }
     case "action": {
       // An empty id (`action "$ID"` with ID unset) would ask GET /actions/, which is no action's.
@@ -433,6 +478,14 @@ async function runCommand(
       if (args.length !== 1) return EXIT_USAGE;
       const url = resourceUrl(args[0]!);
       const method = requestMethod(values.method ?? "GET");
+      // fetch refuses a body on a GET or HEAD; node:http sent it, the resource ignored it, and the
+      // agent paid for the GET's answer, its data never read.
+      if (values.data !== undefined && ["GET", "HEAD"].includes(method.toUpperCase())) {
+        throw new ValidationFailed(
+          `--data needs --method with a body, such as POST: a ${method.toUpperCase()} request carries none (nothing was sent)`,
+          { code: "validation_failed" },
+        );
+      }
       let response: Response;
       try {
         response = await client.fetchWithPayment(
@@ -571,14 +624,22 @@ function parseJsonInput(text: string, option: string): unknown {
   }
 }
 
+/**
+ * `--amount` as the gateway takes it (shared/gateway-schemas.ts, unitsAmountSchema), or
+ * ValidationFailed (exit 6) before anything is sent: 0, 007 and an amount past a uint256 in wei
+ * were sent, with the token, only to be refused there.
+ */
 function wholeUnits(amount: string): string {
-  if (!/^[0-9]+$/.test(amount)) {
-    throw new ValidationFailed("--amount must be a whole number of 6-decimal units", {
-      code: "validation_failed",
-    });
+  if (!/^[1-9][0-9]{0,77}$/.test(amount) || BigInt(amount) * WEI_PER_UNIT > MAX_UINT256) {
+    throw new ValidationFailed(
+      "--amount must be a positive whole number of 6-decimal units without a leading zero (1 USDC = 1000000), its wei value within a uint256",
+      { code: "validation_failed" },
+    );
   }
   return amount;
 }
+
+const MAX_UINT256 = (1n << 256n) - 1n;
 
 /** A money action held for approval prints as any answer and exits 25; anything else exits 0. */
 function heldExit(action: MoneyActionResult): MoneyActionResult | Exited {
@@ -594,11 +655,28 @@ function waitTimeout(action: Pick<ActionView, "status" | "expires_at">): number 
   return Math.max(Date.parse(action.expires_at) - Date.now(), 0) + 60_000;
 }
 
-/** A money action followed to its end; a failure throws with the request's key (client.waitForAction). */
+/**
+ * A money action followed to its end; a failure throws with the request's key (client.waitForAction).
+ * A wait that goes on says once on stderr what it waits for, with the key: its reads ask the
+ * service to hold them (`?wait=`), which the waiting notice leaves unsaid, and a held transfer waits
+ * for a person up to its expiry. Stopped without the key, the same command again was a second
+ * transfer (held again, for an operator to approve as well).
+ */
 async function waitForMoney(
   client: GatewayClient,
   action: MoneyActionResult,
+  io: CliIo,
 ): Promise<ActionView & { idempotency_key: string }> {
+  const held = isHeld(action)
+    ? ` by rule ${action.rule} until ${action.expires_at} for an operator's decision`
+    : "";
+  const notice = setTimeout(
+    () =>
+      io.stderr(
+        `agent-wallet: action ${action.action_id} is ${action.status}${held}; still waiting (it is safe to stop and run the same command with --key ${action.idempotency_key}: never a second payment)\n`,
+      ),
+    io.waitingNoticeMs ?? WAITING_NOTICE_AFTER_MS,
+  );
   try {
     const timeoutMs = waitTimeout(action);
     return {
@@ -608,6 +686,8 @@ async function waitForMoney(
   } catch (error) {
     if (error instanceof GatewayError) error.idempotencyKey ??= action.idempotency_key;
     throw error;
+  } finally {
+    clearTimeout(notice);
   }
 }
 
@@ -680,6 +760,29 @@ function waitingAdvice(
       return "do not run register again if you stop it: a lost answer may already have created the identity";
     case "rotate-token":
       return "if you stop it and AGENT_TOKEN then answers AgentAuthFailed, the rotation went through and its token is lost: the service's operator can issue another";
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * What an agent that stopped the command (Ctrl-C) may do: read when the signal comes, for `pay`'s key
+ * is known only once its payment is presented. Undefined for a read, which any run repeats.
+ */
+function stoppedAdvice(
+  command: Command,
+  key: string | undefined,
+  payment: PaymentInFlight,
+): (() => string) | undefined {
+  switch (command) {
+    case "faucet":
+    case "transfer":
+      return () =>
+        `the request may have reached the service: run the same command with --key ${key} to learn what it came to (never a second payment)`;
+    case "pay":
+    case "register":
+    case "rotate-token":
+      return () => waitingAdvice(command, key, payment) ?? "";
     default:
       return undefined;
   }
