@@ -31,9 +31,6 @@ const result = await build({
   platform: "node",
   target: "node20",
   metafile: true,
-  // Classes keep their declared names: an error's name is its class's (client/errors.ts), printed
-  // by --help and every error, and esbuild renamed RpcError, which viem declares too, RpcError2.
-  keepNames: true,
   legalComments: "eof",
   logLevel: "warning",
   absWorkingDir: root,

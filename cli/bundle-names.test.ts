@@ -14,7 +14,7 @@ const run = promisify(execFile);
 const BUNDLE = path.join(path.dirname(fileURLToPath(import.meta.url)), "dist", "agent-wallet.mjs");
 
 describe("the agent-wallet bundle", () => {
-  // Mutation: without esbuild's keepNames in cli/build.mjs, --help lists `18  RpcError2`.
+  // Mutation: without client/errors.ts pinning each class's name, --help lists `18  RpcError2`.
   it("names every error class in --help as the client declares it", async () => {
     const { stdout } = await run(process.execPath, [BUNDLE, "--help"]);
     const listed = [...stdout.matchAll(/^ +(\d+) {2}([A-Z]\w+): /gm)].map(([, code, name]) => [
