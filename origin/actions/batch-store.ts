@@ -47,15 +47,19 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
   name: "money",
   // The 202 is this row: what was stored, as GET /actions/{id} reads it.
   answer: "actions",
-  signedColumns: sql`action_id uuid, agent_id uuid, cost_units numeric, counted_on date`,
+  signedColumns: sql`action_id uuid, agent_id uuid, value_units numeric, cost_units numeric, counted_on date`,
   ctes: [
     {
       name: "actions",
       // Stamped now, after the enclave signed: now() is the batch's begin, before its wait at the
       // senders' locks, and a payout dated so early ends its cooldown (docs/api.md#repeats-and-limits-of-the-faucet)
       // before the enclave's, which counts from its signature.
+      // The amount is what was signed: a payout's is the node's payout when it signs, which an
+      // operator's resealed terms may have changed since an origin on the old ones recorded the
+      // request (its retry signed on a restarted origin); the action, and the faucet's daily sum
+      // of its amounts, must say what moved.
       sql: sql`update agent_actions a set status = 'signed', tx_id = st.tx_id, tx_hash = st.tx_hash,
-          cost_units = s.cost_units, signed_at = stamp.at, error_code = null, error_message = null, updated_at = stamp.at
+          amount_units = s.value_units, cost_units = s.cost_units, signed_at = stamp.at, error_code = null, error_message = null, updated_at = stamp.at
         from signed s join stored st on st.tx_hash = s.tx_hash cross join (select clock_timestamp() as at) stamp
         where a.action_id = s.action_id and a.status in ('requested', 'approved')
         returning ${storedActionColumns}`,

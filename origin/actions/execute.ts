@@ -153,6 +153,7 @@ function moneyKind(deps: ExecutorDeps): OutboxKind<MoneyOperation, ChainView, Fa
       row: ({ item }, at, signed) => ({
         action_id: item.actionId,
         agent_id: item.agentId,
+        value_units: item.valueUnits.toString(),
         cost_units: unitsOf(item, at.fees).toString(),
         // The day the enclave counted a transfer's cost on (storeStatement's `spend`).
         counted_on: signed.countedOn,

@@ -219,6 +219,31 @@ describe("faucet and funding gate (real stack)", () => {
       );
     });
 
+    it("a payout first asked for on an origin still on the old payout, and signed on its retry by one on the resealed payout: the action's amount is what was paid", async () => {
+      // An operator reseals a 2 USDC payout and restarts the origins one by one: the stack's own
+      // origin still has 1 USDC, so the enclave refuses its payout's terms, nothing signed, and
+      // the action stays requested; the agent's retry with its key reaches the restarted one.
+      await withTerms(
+        { payoutUnits: 2_000_000n, cooldownMs: 60_000, dailyLimitUnits: 5_000_000n },
+        async (base) => {
+          const agent = await stack.newAgent();
+          const key = newKey();
+          const first = await agentCalls(stack.origin.base, agent.token).faucet(key);
+          expect(first.status, JSON.stringify(first.body)).toBe(503);
+          const calls = agentCalls(base, agent.token);
+          const paid = await calls.faucet(key);
+          expect(isAccepted(paid), JSON.stringify(paid.body)).toBe(true);
+          const done = await calls.settled((paid.body as ActionView).action_id);
+          expect(done.status).toBe("confirmed");
+          expect(await chain.getBalance({ address: agent.wallet })).toBe(2_000_000n * WEI_PER_UNIT);
+          // The 202 and GET /actions/{id} say what moved, not the payout of the origin that first
+          // recorded the request.
+          expect((paid.body as ActionView).amount).toBe("2000000");
+          expect(done.amount).toBe("2000000");
+        },
+      );
+    });
+
     // A payout's check runs at the batch's time, read before the batch waited for the treasury's
     // lock, while a payout signed meanwhile is stamped with the database's time: the check can see
     // a payout signed after its own time. Mutation: the cooldown measured from the check's time

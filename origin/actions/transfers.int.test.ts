@@ -173,6 +173,27 @@ describe("transfers (real stack)", () => {
     expect(await count("outgoing_transactions")).toBe(txsBefore);
   });
 
+  it("answers 400 to a precompile's address (0x…01 ecrecover, 0x…0a, 0x…ff) and moves nothing: no key can ever spend what is sent there", async () => {
+    // A funded wallet: without the check the transfer is signed, mined with status 0x1 (a
+    // precompile takes value as any account does) and the amount is gone for good.
+    const agent = await stack.newAgent({ units: 5_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const before = await balance(agent.wallet);
+    const actionsBefore = await count("agent_actions");
+    for (const low of ["01", "0a", "ff"]) {
+      const to = `0x${"0".repeat(38)}${low}` as Address;
+      const response = await calls.transfer({ idempotency_key: newKey(), to, amount: "1000000" });
+      expect({ to, status: response.status, body: response.body }).toMatchObject({
+        to,
+        status: 400,
+        body: { error: { code: "validation_failed", message: expect.stringContaining("precompile") } },
+      });
+      expect(await balance(to)).toBe(0n);
+    }
+    expect(await balance(agent.wallet)).toBe(before);
+    expect(await count("agent_actions")).toBe(actionsBefore);
+  });
+
   it("signs one transaction for 50 concurrent identical requests, and answers 409 to the key with another amount or another recipient", async () => {
     const agent = await stack.newAgent({ units: 5_000_000n });
     const calls = agentCalls(stack.origin.base, agent.token);

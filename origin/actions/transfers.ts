@@ -37,6 +37,8 @@ import { runMoneyAction } from "./run-action.ts";
 
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
 const PRECOMPILE_ADDRESS = NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase();
+/** The addresses the EVM reserves for its precompiles: 19 zero bytes, then one more byte. */
+const LOW_ADDRESS = /^0x0{38}[0-9a-f]{2}$/;
 
 export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
   const { recipientAllowlist } = services.config.transfers;
@@ -53,6 +55,16 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
       throw new AppError(
         "validation_failed",
         "to must not be the zero address: nothing sent there can be spent",
+      );
+    }
+    // The EVM's precompiles live at the lowest addresses (0x…01 ecrecover to 0x…0a on Cancun, more
+    // with each fork): each takes value as any account does, the transfer is mined with status 0x1,
+    // and no key can ever spend what it holds. The whole range below 0x…0100 is refused, so a fork
+    // that adds one there does not open a hole (docs/api.md, "Transfers").
+    if (LOW_ADDRESS.test(to)) {
+      throw new AppError(
+        "validation_failed",
+        "to must not be a precompile's address (0x…0001 to 0x…00ff): nothing sent there can be spent",
       );
     }
     // The NativeTransferAuth precompile takes calls of its functions only: a plain transfer to it is

@@ -319,7 +319,7 @@ export const OPERATIONS: readonly Operation[] = [
     operationId: "transfer",
     capability: "money",
     summary:
-      "A transfer from the assigned wallet (capability `transfer`); `amount` in 6-decimal units. `to` may not be the zero address, the NativeTransferAuth precompile or the operator pool (400 validation_failed, nothing written). The funding gate holds the sender's wallet and, when `to` is another agent wallet of this service, the recipient's too (403 funding_gate_closed; the message names the recipient).",
+      "A transfer from the assigned wallet (capability `transfer`); `amount` in 6-decimal units. `to` may not be the zero address, a precompile's (0x…0001 to 0x…00ff), the NativeTransferAuth precompile or the operator pool (400 validation_failed, nothing written). The funding gate holds the sender's wallet and, when `to` is another agent wallet of this service, the recipient's too (403 funding_gate_closed; the message names the recipient).",
     tag: "agent",
     security: ["agentToken"],
     requestBody: { name: "TransferRequest", schema: transferRequestSchema },
