@@ -52,7 +52,7 @@ import type { Infrastructure } from "./infrastructure.ts";
 import { createKeyPoolModule } from "./keypool/capability.ts";
 import { createOpenApiModule } from "./openapi/router.ts";
 import { createOutbox, type OutboxDomains, type TxTrackerOptions } from "./outbox/index.ts";
-import { createPolicyHandlers, transferCost } from "./policy/capability.ts";
+import { createPolicyHandlers, transferChecks } from "./policy/capability.ts";
 import type { PolicyChangeDeps } from "./policy/change.ts";
 import { createRegistrationModule } from "./registration/capability.ts";
 import { EarlyLimiter } from "./registration/early-limiter.ts";
@@ -171,8 +171,10 @@ export async function composeOrigin(
       db: infra.database.db,
       clock,
       change: policyChangeDeps(infra, checked.value),
-      transferCostUnits:
-        runtimes && config.features.transfers ? transferCost(runtimes.money.fees) : undefined,
+      transfers:
+        runtimes && config.features.transfers
+          ? transferChecks(runtimes.money, config.transfers.recipientAllowlist)
+          : undefined,
       x402Decision: x402.x402PolicyDecision,
     });
     const events = createEventsModule(infra);

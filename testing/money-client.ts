@@ -7,6 +7,8 @@ import { type SendParams, send, type TestResponse } from "./http.ts";
 export type AgentCalls = {
   faucet(key?: string, extra?: SendParams): Promise<TestResponse>;
   transfer(body: Record<string, unknown>, extra?: SendParams): Promise<TestResponse>;
+  /** POST /policy/check of a transfer: what it would meet now. */
+  checkTransfer(transfer: { to: string; amount: string }): Promise<TestResponse>;
   action(actionId: string): Promise<TestResponse>;
   /** Polls the action until it ends (confirmed, failed, reverted, rejected, expired) or the timeout passes. */
   settled(actionId: string, timeoutMs?: number): Promise<ActionView>;
@@ -41,6 +43,7 @@ export function agentCalls(base: string, token: string): AgentCalls {
   return {
     faucet: (key = newKey(), extra) => post("/faucet", { idempotency_key: key }, extra),
     transfer: (body, extra) => post("/transfers", body, extra),
+    checkTransfer: (transfer) => post("/policy/check", { transfer }),
     action,
     async settled(actionId, timeoutMs = 20_000) {
       const deadline = Date.now() + timeoutMs;

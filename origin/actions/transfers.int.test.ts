@@ -194,6 +194,33 @@ describe("transfers (real stack)", () => {
     expect(await count("agent_actions")).toBe(actionsBefore);
   });
 
+  it("the policy check denies, by the node's rule node.recipient, each recipient the transfer refuses 400, whatever the policy; it allows another", async () => {
+    // Mutation: without the node's rule in the check, each answers allow, and the transfer 400.
+    const agent = await stack.newAgent({ units: 5_000_000n });
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const refused = [
+      `0x${"0".repeat(40)}`,
+      `0x${"0".repeat(38)}01`,
+      `0x${"0".repeat(38)}ff`,
+      NATIVE_TRANSFER_AUTH_ADDRESS,
+      DEV_OPERATOR_POOL_ADDRESS,
+    ];
+    for (const to of refused) {
+      const checked = await calls.checkTransfer({ to, amount: "1000" });
+      expect({ to, status: checked.status, body: checked.body }).toEqual({
+        to,
+        status: 200,
+        body: { decision: "deny", rule: "node.recipient", remaining: "0" },
+      });
+      expect((await calls.transfer({ idempotency_key: newKey(), to, amount: "1000" })).status, to).toBe(400);
+    }
+    expect((await calls.checkTransfer({ to: newAccount().address, amount: "1000" })).body).toEqual({
+      decision: "allow",
+      rule: null,
+      remaining: null,
+    });
+  });
+
   it("signs one transaction for 50 concurrent identical requests, and answers 409 to the key with another amount or another recipient", async () => {
     const agent = await stack.newAgent({ units: 5_000_000n });
     const calls = agentCalls(stack.origin.base, agent.token);
@@ -470,7 +497,7 @@ describe("transfers (real stack)", () => {
     });
   });
 
-  it("answers 403 recipient_not_allowed to a recipient off the node's allowlist before writing anything", async () => {
+  it("answers 403 recipient_not_allowed to a recipient off the node's allowlist before writing anything, as the policy check does", async () => {
     // The policy authority seals an allowlist; a node configured with the same list starts.
     // Mutation: dropping the gateway's check leaves the enclave to refuse it, after an action row
     // was written (and answered failed).
@@ -491,6 +518,15 @@ describe("transfers (real stack)", () => {
       });
       expect(refused.status).toBe(403);
       expect(refused.body).toMatchObject({ error: { code: "recipient_not_allowed" } });
+      // The policy check says so too, by the node's rule, and allows the listed recipient.
+      expect((await calls.checkTransfer({ to: newAccount().address, amount: "1000" })).body).toEqual({
+        decision: "deny",
+        rule: "node.recipient_allowlist",
+        remaining: "0",
+      });
+      expect((await calls.checkTransfer({ to: allowed, amount: "1000" })).body).toMatchObject({
+        decision: "allow",
+      });
       const rows = await queryRows<{ n: number }>(
         stack.db.handle.db,
         sql`select count(*)::int as n from agent_actions where agent_id = ${agent.agentId}`,

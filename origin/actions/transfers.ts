@@ -40,6 +40,31 @@ const PRECOMPILE_ADDRESS = NATIVE_TRANSFER_AUTH_ADDRESS.toLowerCase();
 /** The addresses the EVM reserves for its precompiles: 19 zero bytes, then one more byte. */
 const LOW_ADDRESS = /^0x0{38}[0-9a-f]{2}$/;
 
+/**
+ * Why no transfer may go to `to` (lowercase), whatever the sender's policy says: the transfer's 400
+ * validation_failed, and the policy check's `deny` by the node's rule `node.recipient` (the check
+ * answered `allow` for a transfer the node refuses; docs/api.md, "Transfers").
+ */
+export function recipientRefusal(to: string, operatorPool: string): string | undefined {
+  // The zero address has no key: whatever is sent there is gone for good, and a zero `to` is far
+  // more often an unset variable than a wish to burn.
+  if (to === ZERO_ADDRESS) return "to must not be the zero address: nothing sent there can be spent";
+  // The EVM's precompiles live at the lowest addresses (0x…01 ecrecover to 0x…0a on Cancun, more
+  // with each fork): each takes value as any account does, the transfer is mined with status 0x1,
+  // and no key can ever spend what it holds. The whole range below 0x…0100 is refused, so a fork
+  // that adds one there does not open a hole.
+  if (LOW_ADDRESS.test(to)) {
+    return "to must not be a precompile's address (0x…0001 to 0x…00ff): nothing sent there can be spent";
+  }
+  // The NativeTransferAuth precompile takes calls of its functions only: a plain transfer to it is
+  // mined and reverts, and the agent pays the fee for nothing.
+  if (to === PRECOMPILE_ADDRESS) {
+    return `to must not be the NativeTransferAuth precompile (${PRECOMPILE_ADDRESS}): a transfer to it always reverts, its fee paid for nothing`;
+  }
+  if (to === operatorPool) return "to must not be the operator pool (the bridge operator)";
+  return undefined;
+}
+
 export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
   const { recipientAllowlist } = services.config.transfers;
   const allowlist = recipientAllowlist ? new Set<string>(recipientAllowlist) : null;
@@ -49,35 +74,8 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
     const to = body.to.toLowerCase();
     const amount = BigInt(body.amount);
     // Refusals that depend on nothing but the request: answered before anything is written.
-    // The zero address has no key: whatever is sent there is gone for good, and a zero `to` is far
-    // more often an unset variable than a wish to burn (docs/api.md, "Transfers").
-    if (to === ZERO_ADDRESS) {
-      throw new AppError(
-        "validation_failed",
-        "to must not be the zero address: nothing sent there can be spent",
-      );
-    }
-    // The EVM's precompiles live at the lowest addresses (0x…01 ecrecover to 0x…0a on Cancun, more
-    // with each fork): each takes value as any account does, the transfer is mined with status 0x1,
-    // and no key can ever spend what it holds. The whole range below 0x…0100 is refused, so a fork
-    // that adds one there does not open a hole (docs/api.md, "Transfers").
-    if (LOW_ADDRESS.test(to)) {
-      throw new AppError(
-        "validation_failed",
-        "to must not be a precompile's address (0x…0001 to 0x…00ff): nothing sent there can be spent",
-      );
-    }
-    // The NativeTransferAuth precompile takes calls of its functions only: a plain transfer to it is
-    // mined and reverts, and the agent pays the fee for nothing (docs/api.md, "Transfers").
-    if (to === PRECOMPILE_ADDRESS) {
-      throw new AppError(
-        "validation_failed",
-        `to must not be the NativeTransferAuth precompile (${PRECOMPILE_ADDRESS}): a transfer to it always reverts, its fee paid for nothing`,
-      );
-    }
-    if (to === services.operatorPool) {
-      throw new AppError("validation_failed", "to must not be the operator pool (the bridge operator)");
-    }
+    const refused = recipientRefusal(to, services.operatorPool);
+    if (refused !== undefined) throw new AppError("validation_failed", refused);
     const claim = {
       agentId: agent.agentId,
       kind: "transfer" as const,

@@ -37,8 +37,8 @@ export type PolicyRouteDeps = {
   clock: Clock;
   /** Seals and stores changes; absent where the enclave is not configured (the PATCH is then disabled). */
   change: PolicyChangeDeps | undefined;
-  /** A transfer's cost as the limits count it, at the fees a transfer would be signed with now. */
-  transferCostUnits: ((amountUnits: bigint) => Promise<bigint>) | undefined;
+  /** The node's side of a transfer's check (capability.ts transferChecks); absent with transfers off. */
+  transfers: TransferChecks | undefined;
   /** The x402 side's answer for a 402 quote (its payee, amount and resource); absent with x402 off. */
   x402Decision:
     | ((
@@ -47,6 +47,13 @@ export type PolicyRouteDeps = {
         paymentRequired: X402PaymentRequired,
       ) => PolicyDecision)
     | undefined;
+};
+
+export type TransferChecks = {
+  /** A transfer's cost as the limits count it, at the fees a transfer would be signed with now. */
+  costUnits(amountUnits: bigint): Promise<bigint>;
+  /** The node's rule refusing a transfer to `to` (lowercase) whatever the policy, if one does. */
+  recipientRule(to: string): string | undefined;
 };
 
 export function getPolicyHandler(deps: Pick<PolicyRouteDeps, "db" | "clock">): Handler<AppEnv> {
@@ -103,9 +110,11 @@ export function checkPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
     const state = await readPolicyState(deps.db, agent.agentId, deps.clock.now());
     let decision: PolicyDecision;
     if ("transfer" in body) {
-      if (!deps.transferCostUnits)
-        throw new AppError("feature_disabled", "transfers are not available on this node");
-      const costUnits = await deps.transferCostUnits(BigInt(body.transfer.amount));
+      if (!deps.transfers) throw new AppError("feature_disabled", "transfers are not available on this node");
+      // The node refuses such a recipient before the policy is read: the check says so, not allow.
+      const nodeRule = deps.transfers.recipientRule(body.transfer.to.toLowerCase());
+      if (nodeRule !== undefined) return c.json({ decision: "deny", rule: nodeRule, remaining: "0" });
+      const costUnits = await deps.transfers.costUnits(BigInt(body.transfer.amount));
       decision = evaluateTransfer(
         state.stored?.policy ?? NO_AGENT_POLICY,
         state.usage,
