@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ActionView } from "../client/index.ts";
+import { actionView } from "../testing/action-view.ts";
 import { formatEventLine, proofProgressLine } from "./format.ts";
 
 describe("proofProgressLine", () => {
@@ -13,22 +13,14 @@ describe("proofProgressLine", () => {
 });
 
 describe("formatEventLine", () => {
-  const action: ActionView = {
+  const action = actionView({
     action_id: "0b7c7d5e-1111-4222-8333-944445555666",
-    kind: "transfer",
     status: "failed",
-    tx_hash: null,
     amount: "9007199254740993123",
-    to: "0x1111111111111111111111111111111111111111",
-    fee_wei: null,
     error_code: "broadcast_refused",
-    last_broadcast_error: null,
-    replaced_by: null,
-    rule: null,
-    expires_at: null,
     created_at: "2026-11-29T18:04:43.123Z",
     updated_at: "2026-11-29T18:04:43.123Z",
-  };
+  });
 
   // Mutation: dividing the units as a Number (a float) prints 9007199254740.992 and fails this.
   it("prints the time, type, action, kind, status, the amount in USDC exactly, the recipient and the error", () => {

@@ -2,6 +2,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { ServiceUnavailable } from "../client/index.ts";
+import type { ActionView } from "../shared/gateway-schemas.ts";
+import { actionView } from "../testing/action-view.ts";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
 import { runTool } from "../testing/run-tool.ts";
 
@@ -15,22 +17,7 @@ const TOKEN = `agt_${"ab".repeat(8)}_${"cd".repeat(32)}`;
 /** What a run may take before the test calls it hung (the bin starts in a second or more when the machine is busy). */
 const HUNG_AFTER_MS = 45_000;
 
-const actionView = (status: string) => ({
-  action_id: "a1",
-  kind: "transfer",
-  status,
-  tx_hash: null,
-  amount: "2500000",
-  to: "0x1111111111111111111111111111111111111111",
-  fee_wei: null,
-  error_code: null,
-  last_broadcast_error: null,
-  replaced_by: null,
-  rule: null,
-  expires_at: null,
-  created_at: "2026-01-01T00:00:00.000Z",
-  updated_at: "2026-01-01T00:00:00.000Z",
-});
+const actionOf = (status: ActionView["status"]) => actionView({ action_id: "a1", status, amount: "2500000" });
 
 describe("agent-wallet against a gateway that stalls", () => {
   const run = (base: string, args: string[], env: Record<string, string> = {}) =>
@@ -79,7 +66,7 @@ describe("agent-wallet against a gateway that stalls", () => {
       const held = new URL(request.url ?? "/", "http://x").searchParams.has("wait");
       if (held) await new Promise((resolve) => setTimeout(resolve, 2_500));
       response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify(actionView(held ? "confirmed" : "submitted")));
+      response.end(JSON.stringify(actionOf(held ? "confirmed" : "submitted")));
     });
     try {
       const waited = await run(gateway.url, ["action", "a1", "--wait", "--timeout", "1", "--json"]);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { sleep } from "../shared/sleep.ts";
+import { actionView } from "../testing/action-view.ts";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
 import { balanceCallAtSilentGateway, connectStdioHost } from "./testing/stdio-host.ts";
 
@@ -11,22 +12,7 @@ import { balanceCallAtSilentGateway, connectStdioHost } from "./testing/stdio-ho
 
 const RETRY_AFTER_SECONDS = 3;
 
-const acceptedAction = {
-  action_id: "00000000-0000-4000-8000-000000000001",
-  kind: "transfer",
-  status: "requested",
-  tx_hash: null,
-  amount: "1000",
-  to: `0x${"11".repeat(20)}`,
-  fee_wei: null,
-  error_code: null,
-  last_broadcast_error: null,
-  replaced_by: null,
-  rule: null,
-  expires_at: null,
-  created_at: "2026-01-01T00:00:00.000Z",
-  updated_at: "2026-01-01T00:00:00.000Z",
-};
+const acceptedAction = actionView();
 
 describe("npm run mcp, a call its host cancels", () => {
   // Mutation: a server that ignores the cancel retries once the pause is over, and the gateway takes
