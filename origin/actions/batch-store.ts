@@ -38,6 +38,9 @@ export const claimStatement = preparedStatement<"actions">(
       for update skip locked`,
 ).returns({ key: "text", id: "text" });
 
+/** An approved action whose hold (and with it its approval) is over, by the database's clock. */
+const approvalOver = sql`(a.status = 'approved' and a.hold_expires_at < clock_timestamp() + interval '1 second')`;
+
 /**
  * The money rows of the outbox's store statement (outbox/kind.ts defineKindStore): the signed
  * actions pointed at their transactions, today's transfer spend of their agents counted, the
@@ -94,8 +97,16 @@ export const storeStatement = defineKindStore<"day" | "failures" | "holds" | "no
       // The hold's end by the database's clock, which the sweep that ends it reads
       // (agent-actions/holds.ts): an origin host's clock off the database host's would shorten or
       // lengthen AGENT_POLICY_HOLD_SECONDS by the difference.
-      sql: sql`update agent_actions a set status = 'held', hold_rule = h.rule,
-          hold_expires_at = now() + make_interval(secs => h.seconds),
+      // An approved one whose hold has ended meanwhile (its signing waited, or began just before
+      // the sweep) ends `expired`, as the sweep would have ended it: its approval lasted until the
+      // hold's end, so that is why the enclave refused it, and a hold that ended is not held anew.
+      // The approval's end is in whole seconds, the hold's second cut off, so it lapses up to a
+      // second before; clock_timestamp(), as the refusal came after the batch's begin.
+      sql: sql`update agent_actions a set
+          status = case when ${approvalOver} then 'expired' else 'held' end,
+          hold_rule = case when ${approvalOver} then a.hold_rule else h.rule end,
+          hold_expires_at = case when ${approvalOver} then a.hold_expires_at
+            else now() + make_interval(secs => h.seconds) end,
           error_code = null, error_message = null, updated_at = now()
         from json_to_recordset(${sql.placeholder("holds")}::json) as h(action_id uuid, rule text, seconds double precision)
         where a.action_id = h.action_id and a.status in ('requested', 'approved')`,

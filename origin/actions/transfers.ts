@@ -259,7 +259,8 @@ const SIGN_TRANSFER_DETAILS = [
  * approved it. The approval was used up by a signature that never came back to be stored (an
  * origin killed between the two, an answer lost on the way), or lapsed; either way nothing was
  * signed that anyone holds. Held again, for the hold's length from now, so an operator can approve
- * it anew; ending it `policy_denied` would tell the agent no operator had approved it.
+ * it anew; ending it `policy_denied` would tell the agent no operator had approved it. One whose
+ * hold has ended meanwhile ends `expired` instead (batch-store.ts, the `held` rows).
  */
 function heldAgain(failure: SignerFailure, holdSeconds: number): Held {
   return { held: { rule: failure.rule ?? "approval", holdSeconds } };

@@ -202,15 +202,22 @@ export function createApprovalRelay(deps: ApprovalRelayDeps) {
         // The action approved and its audit in one transaction, written before the enclave seals
         // the approval and rolled back if it does not: an action no longer held, or an audit the
         // database refuses, leaves no approval in the enclave either.
-        let decided: boolean;
+        // The status it has instead when it was no longer held; null once approved here.
+        let instead: string | null;
         try {
-          decided = await deps.db.transaction(async (tx) => {
+          instead = await deps.db.transaction(async (tx) => {
             const rows = await queryRows<{ action_id: string }>(
               tx,
               sql`update agent_actions set status = 'approved', updated_at = now()
                   where action_id = ${actionId} and status = 'held' returning action_id`,
             );
-            if (rows.length === 0) return false;
+            if (rows.length === 0) {
+              const [now] = await queryRows<{ status: string }>(
+                tx,
+                sql`select status from agent_actions where action_id = ${actionId}`,
+              );
+              return now?.status ?? "gone";
+            }
             await recordPasskeyApproval(tx, {
               keyId: approval.keyId,
               operator,
@@ -223,16 +230,18 @@ export function createApprovalRelay(deps: ApprovalRelayDeps) {
               deps.authorize,
             );
             if (!sealed.ok) throw new ApprovalUnsealed(sealed.error);
-            return true;
+            return null;
           });
         } catch (error) {
           if (error instanceof ApprovalUnsealed) return err({ code: "signer", failure: error.failure });
           throw error;
         }
-        if (!decided) {
+        if (instead !== null) {
+          // Named, as `npm run policy -- approve` names it: `approved` (another operator's approval
+          // came first, and it is signed once) is not `rejected` or `expired` (never signed).
           return err({
             code: "not_held",
-            message: `action ${actionId} stopped being held meanwhile: nothing is signed`,
+            message: `action ${actionId} became ${instead} meanwhile (another operator's approval or rejection, or its hold's end, came first): this approval was not used`,
           });
         }
         return ok("approved");

@@ -4,8 +4,10 @@ import { newAccount } from "../../devnet/testing.ts";
 import { enrollPendingPasskey } from "../../ops/lib/passkey-enroll.ts";
 import type { ActionView } from "../../shared/gateway-schemas.ts";
 import type { ApprovalOptions, PasskeyView } from "../../shared/passkey-schemas.ts";
+import { sleep } from "../../shared/sleep.ts";
 import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { send } from "../../testing/http.ts";
+import { backendPid, waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { agentCalls, newKey } from "../../testing/money-client.ts";
 import { signTransferOverSocket } from "../../testing/socket-transfer.ts";
 import { type Assertion, SoftwarePasskey } from "../../testing/software-passkey.ts";
@@ -318,6 +320,70 @@ describe("passkeys through the console (real stack)", () => {
     expect(await transfers.settled(actionId)).toMatchObject({ status: "confirmed" });
     expect(await sent()).toBe(1);
     expect(await audited()).toBe(1);
+  });
+
+  it("two approvals of one held transfer relayed at once: one approves it, the other is refused naming the action approved (not that nothing is signed), and the transfer is signed once", async () => {
+    const db = stack.db.handle.db;
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${agent.token}` },
+      body: JSON.stringify({ approval_above_units: "2000000" }),
+    });
+    expect(patched.status).toBe(200);
+    const transfers = agentCalls(stack.origin.base, agent.token);
+    const held = await transfers.transfer({
+      idempotency_key: newKey(),
+      to: newAccount().address,
+      amount: "3000000",
+    });
+    expect(held.status).toBe(202);
+    const actionId = (held.body as ActionView).action_id;
+    const target = { change: "approve_held", action_id: actionId };
+    // Two operators' pages (here one passkey's two assertions, each with its own counter), both
+    // prepared while the action is held.
+    const prepare = async () => {
+      const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
+      expect(prepared.status).toBe(200);
+      const options = prepared.body as ApprovalOptions;
+      return {
+        target,
+        key_id: registered.key_id,
+        counter: options.counter,
+        expires_at: options.expires_at,
+        approval_expires_at: options.shown.approval_expires_at as number,
+        response: authenticationResponse(alice, alice.assert(Buffer.from(options.challenge, "base64url"))),
+      };
+    };
+    const first = await prepare();
+    await sleep(5);
+    const second = await prepare();
+    // Both relays read the action held and meet at its row, held here until both wait there.
+    const answers = await db.transaction(async (tx) => {
+      await tx.execute(sql`select 1 from agent_actions where action_id = ${actionId} for update`);
+      const relayed = [first, second].map((approval) => console_().post("/approvals", approval));
+      await waitUntilBlockedBy(db, {
+        holder: await backendPid(tx),
+        statement: "update agent_actions set status = 'approved'",
+        what: "both approvals wait at the held action's row",
+        count: 2,
+        timeoutMs: 10_000,
+      });
+      return relayed;
+    });
+    const [a, b] = await Promise.all(answers);
+    const statuses = [a!.status, b!.status].sort();
+    expect(statuses).toEqual([200, 409]);
+    const refused = (a!.status === 409 ? a! : b!).body as { error: { code: string; message: string } };
+    expect(refused.error.code).toBe("idempotency_conflict");
+    expect(refused.error.message).toContain("approved");
+    expect(refused.error.message).not.toContain("nothing is signed");
+    expect(await transfers.settled(actionId)).toMatchObject({ status: "confirmed" });
+    const [sent] = await queryRows<{ n: number }>(
+      db,
+      sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
+    );
+    expect(sent!.n).toBe(1);
   });
 
   it("a policy loosening and its audit row are one change: an audit row the database refuses leaves the enclave's policy as it was, not loosened unseen; a new approval then loosens it", async () => {

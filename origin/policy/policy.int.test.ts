@@ -453,11 +453,13 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
   /**
    * A transfer of `agent` held and approved by an operator, which the origins' workers read while
    * its identity stands; their batch waits at the sender's nonce row, held here while `meanwhile`
-   * runs, and reads the sender's gate once it is let go.
+   * runs, and reads the sender's gate once it is let go. With `holdEndsAt` (unix seconds), the
+   * hold ends then and the approval lasts until then, as `npm run policy -- approve` seals it.
    */
   const approvedWhileSenderHeld = async (
     agent: StackAgent,
     meanwhile: () => Promise<void>,
+    holdEndsAt?: number,
   ): Promise<ActionView> => {
     const db = stack.db.handle.db;
     expect((await policyCalls(agent).patch({ approval_above_units: "2000000" })).status).toBe(200);
@@ -473,9 +475,14 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
       actionId: view.action_id,
       to,
       valueUnits: 3_000_000n,
-      expiresAt: Math.floor(Date.now() / 1000) + 3600,
+      expiresAt: holdEndsAt ?? Math.floor(Date.now() / 1000) + 3600,
     });
     expect(sealed.ok).toBe(true);
+    if (holdEndsAt !== undefined) {
+      await db.execute(
+        sql`update agent_actions set hold_expires_at = to_timestamp(${holdEndsAt}) where action_id = ${view.action_id}`,
+      );
+    }
     const sender = agent.wallet.toLowerCase();
     await db.execute(
       sql`insert into sender_nonces (address, next_nonce) values (${sender}, 0) on conflict do nothing`,
@@ -538,6 +545,27 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
     const done = await agentCalls(stack.origin.base, agent.token).settled(view.action_id);
     expect(done).toMatchObject({ status: "confirmed", error_code: null });
     expect(await outgoing(agent)).toBe(1);
+  });
+
+  it("an approved transfer whose hold ends while its signing waits at the sender's lock ends expired, never signed: it is not held again for a new hold", async () => {
+    // The enclave refuses it as held (its approval lasted until the hold's end), and a hold that
+    // has ended cannot be approved again. Mutation: the refusal taken as an approval used up by a
+    // lost signature (approval-lost.int.test.ts) holds it again, for a whole new hold.
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const holdEndsAt = Math.floor(Date.now() / 1000) + 3;
+    const view = await approvedWhileSenderHeld(
+      agent,
+      async () => {
+        // Past the hold's end (and the approval's) before the batch goes on.
+        await sleep(Math.max(holdEndsAt * 1000 - Date.now(), 0) + 1_500);
+      },
+      holdEndsAt,
+    );
+    await expect.poll(async () => (await actionState(view.action_id)).status).not.toBe("approved");
+    const seen = await agentCalls(stack.origin.base, agent.token).action(view.action_id);
+    expect(seen.body).toMatchObject({ status: "expired", rule: "approval_above_units", expires_at: null });
+    await afterWholeTicks(everyOrigin(), "approved-transfers", 1);
+    expect(await outgoing(agent)).toBe(0);
   });
 
   // A revocation leaves the enabled flag as it was (identity-admin.ts): only `not revoked` keeps the
