@@ -55,6 +55,11 @@ export type EnclaveState = {
    * the id nor the credential approves or is enrolled again.
    */
   revokedPasskeys: Map<string, RevokedPasskeyRecord>;
+  /**
+   * Revoked operator keys by key id (revoke_operator_key), moved out of operatorKeys: neither the id
+   * nor the public key approves or is enrolled again.
+   */
+  revokedOperatorKeys: Map<string, RevokedOperatorKeyRecord>;
   /** Approved held actions not yet signed: subject (heldActionSubject) → when it lapses, in ms. */
   heldApprovals: Map<string, number>;
 };
@@ -83,6 +88,13 @@ export type OperatorPasskeyRecord = {
   signCount: number;
 };
 
+export type RevokedOperatorKeyRecord = {
+  /** 0x04 ‖ X ‖ Y, P-256. */
+  publicKey: string;
+  /** When it was revoked, in ms of the enclave's clock. */
+  revokedAtMs: number;
+};
+
 export type RevokedPasskeyRecord = {
   operator: string;
   credentialId: string;
@@ -108,6 +120,7 @@ export function emptyState(): EnclaveState {
     operatorKeys: new Map(),
     operatorPasskeys: new Map(),
     revokedPasskeys: new Map(),
+    revokedOperatorKeys: new Map(),
     heldApprovals: new Map(),
   };
 }

@@ -75,6 +75,15 @@ export function checkOperatorApproval(
     counter: approval.counter,
     expiresAt: approval.expires_at,
   });
+  if (!key && state.revokedOperatorKeys.has(approval.key_id)) {
+    return {
+      ok: false,
+      error: rejected(
+        `operator key ${approval.key_id} was revoked: it approves nothing`,
+        "operator_signature",
+      ),
+    };
+  }
   if (!key || !verifyP256(key.publicKey, message, approval.signature)) {
     return { ok: false, error: rejected("operator approval signature not valid", "operator_signature") };
   }

@@ -104,6 +104,7 @@ describe("the policy authority (real process)", () => {
       node_freeze_epoch: 0,
       operator_keys: [],
       operator_passkeys: [],
+      revoked_operator_keys: [],
     });
   });
 
@@ -206,6 +207,7 @@ describe("the policy authority (real process)", () => {
       node_freeze_epoch: 0,
       operator_keys: [],
       operator_passkeys: [],
+      revoked_operator_keys: [],
     });
   });
 

@@ -327,6 +327,25 @@ describe("StateStore (sealed, group commit)", () => {
     expect(read).not.toHaveProperty("revoked_operator_passkeys");
   });
 
+  it("a revoked operator key is sealed apart from the enrolled ones, across a reopen: read as an earlier release reads the state, it is not enrolled", async () => {
+    const store = await open(path, key);
+    const operatorKey = { publicKey: `0x04${"33".repeat(64)}`, label: "laptop", lastCounter: 4 };
+    await store.commit((state) => state.operatorKeys.set("op-laptop", operatorKey));
+    const revoked = { publicKey: operatorKey.publicKey, revokedAtMs: 5678 };
+    await store.commit((state) => {
+      state.operatorKeys.delete("op-laptop");
+      state.revokedOperatorKeys.set("op-laptop", revoked);
+    });
+    await store.close();
+    const reopened = await open(path, key);
+    expect(reopened.state.revokedOperatorKeys.get("op-laptop")).toEqual(revoked);
+    expect(reopened.state.operatorKeys.has("op-laptop")).toBe(false);
+    const earlier = persistedSchema.omit({ revoked_operator_keys: true });
+    const read = earlier.parse(decodeCbor(encodeCbor(toPersisted(reopened.state))));
+    expect(read.operator_keys).toEqual({});
+    expect(read).not.toHaveProperty("revoked_operator_keys");
+  });
+
   it("the node's freeze epoch is sealed; a state of the release before it, frozen, reads as epoch 0 and stays frozen", async () => {
     const store = await open(path, key);
     await store.commit((state) => {

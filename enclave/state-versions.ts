@@ -170,6 +170,7 @@ type PersistedV6 = z.infer<typeof persistedV6Schema>;
 // in operator_passkeys: an enclave of an earlier release drops a field it does not know, so it then
 // knows a revoked passkey not at all (passkey_unknown) rather than as enrolled. Failing closed needs
 // no new version, which would also cost the journal's records after a v7 full copy.
+// The revoked operator keys (revoke_operator_key) likewise, moved out of operator_keys.
 // The node's freeze epoch (set_node_frozen) is optional too, for the same reason: a state written
 // before it reads as epoch 0, which the unfreeze approvals signed after the upgrade name.
 export const persistedSchema = persistedV6Schema.extend({
@@ -183,6 +184,12 @@ export const persistedSchema = persistedV6Schema.extend({
         credential_id: z.string().regex(CREDENTIAL_ID_PATTERN),
         revoked_at_ms: countSchema,
       }),
+    )
+    .optional(),
+  revoked_operator_keys: z
+    .record(
+      z.string().regex(OPERATOR_KEY_ID_PATTERN),
+      z.object({ public_key: p256PublicKeySchema, revoked_at_ms: countSchema }),
     )
     .optional(),
 });

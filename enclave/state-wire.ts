@@ -143,6 +143,12 @@ export function restToWire(state: EnclaveState): Persisted {
         },
       ]),
     ),
+    revoked_operator_keys: Object.fromEntries(
+      [...state.revokedOperatorKeys].map(([keyId, revoked]) => [
+        keyId,
+        { public_key: revoked.publicKey, revoked_at_ms: revoked.revokedAtMs },
+      ]),
+    ),
     held_approvals: Object.fromEntries(state.heldApprovals),
   };
 }
@@ -301,6 +307,12 @@ export function fromPersisted(data: Persisted): EnclaveState {
           credentialId: revoked.credential_id,
           revokedAtMs: revoked.revoked_at_ms,
         },
+      ]),
+    ),
+    revokedOperatorKeys: new Map(
+      Object.entries(data.revoked_operator_keys ?? {}).map(([keyId, revoked]) => [
+        keyId,
+        { publicKey: revoked.public_key, revokedAtMs: revoked.revoked_at_ms },
       ]),
     ),
     heldApprovals: new Map(Object.entries(data.held_approvals)),

@@ -2,7 +2,7 @@
  * `npm run enclave-policy -- show|apply|treasury|settler|payee`: the operator's tool for the enclave's
  * sealed signing policy, faucet treasury and its payout terms, x402 settler key and x402 payee key,
  * and for operators' passkeys (`enroll-passkey` with the policy key, `revoke-passkey` with the node's
- * admin key: revoking only tightens).
+ * admin key: revoking only tightens) and operator keys (`revoke-operator-key`, with the admin key too).
  * `apply`, `treasury`, `settler` and `payee` mint a policy-tier
  * capability from the policy authority key, which is kept offline with the operator and never on
  * the origin host (docs/enclave.md, "Keys and where production keeps them"); `show` needs no key. Env id and
@@ -29,6 +29,7 @@ import {
 } from "./lib/cli-shell.ts";
 import { enclaveUnreachable, operatorSignerClient } from "./lib/enclave-unreachable.ts";
 import { nodeConfig } from "./lib/node-config.ts";
+import { parseRevokeOperatorKeyArgs } from "./lib/operator-key-revoke.ts";
 import { describePasskey, enrollPendingPasskey, parseEnrollPasskeyArgs } from "./lib/passkey-enroll.ts";
 import { parseRevokePasskeyArgs } from "./lib/passkey-revoke.ts";
 import {
@@ -50,6 +51,7 @@ import { minterFor } from "./lib/policy-operator.ts";
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   if (argv[0] === "enroll-passkey") return enrollPasskey(argv, env);
   if (argv[0] === "revoke-passkey") return revokePasskeyCommand(argv, env);
+  if (argv[0] === "revoke-operator-key") return revokeOperatorKeyCommand(argv, env);
   const command = parsePolicyArgs(argv, env);
   const client = operatorSignerClient(command.socketPath);
   try {
@@ -212,6 +214,38 @@ async function revokePasskeyCommand(
     return DONE;
   } finally {
     await database.close();
+    await client.close();
+  }
+}
+
+/**
+ * revoke-operator-key: a lost or stolen operator key file revoked with the node's admin key. Its key
+ * id and public key are never enrolled again; the enclave answers a repeat as its first revoke.
+ */
+async function revokeOperatorKeyCommand(
+  argv: string[],
+  env: Record<string, string | undefined>,
+): Promise<CliOutcome> {
+  const command = parseRevokeOperatorKeyArgs(argv);
+  const config = nodeConfig(env);
+  const adminSecret = await readAdminKey(config);
+  const client = operatorSignerClient(enclaveSocketPath(command.socket, config.signer.endpoint));
+  try {
+    const identity = await client.getSealedIdentity();
+    if (!identity.ok) return signerRefusal(identity.error);
+    const revoked = await client.revokeOperatorKey(
+      { keyId: command.keyId },
+      minterFor(client, identity.value, adminSecret, "revoke-operator-key"),
+    );
+    if (!revoked.ok) return signerRefusal(revoked.error);
+    const { keyId, publicKey, revokedAt } = revoked.value;
+    write(
+      command.json
+        ? `${JSON.stringify({ key_id: keyId, public_key: publicKey, revoked_at: revokedAt.toISOString() })}\n`
+        : `operator key ${keyId} revoked (since ${revokedAt.toISOString()}): it approves nothing, and neither its id nor its public key is enrolled again\n`,
+    );
+    return DONE;
+  } finally {
     await client.close();
   }
 }

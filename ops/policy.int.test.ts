@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newAccount } from "../devnet/testing.ts";
 import { queryRows } from "../origin/db/client.ts";
 import type { ActionView, X402AuthorizeResponse } from "../shared/gateway-schemas.ts";
+import { sealHeldApproval } from "../testing/held-approval.ts";
 import { send } from "../testing/http.ts";
 import { backendPid, waitUntilBlockedBy } from "../testing/lock-waiters.ts";
 import { agentCalls, newKey } from "../testing/money-client.ts";
@@ -17,6 +18,7 @@ import { signTransferOverSocket } from "../testing/socket-transfer.ts";
 import { useMoneyStack } from "../testing/stack.ts";
 import { afterWholeTicks } from "../testing/worker-ticks.ts";
 import { SELLER_EXTRA, sellerQuote } from "../testing/x402-quote.ts";
+import { readOperatorKey } from "./lib/operator-key.ts";
 
 // The operator's `npm run policy` as a process, against a real enclave, Postgres, the origin of a
 // money stack and the devnet: what it prints, what it exits with, what the database and the
@@ -633,5 +635,91 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
       const unfrozen = await policy("unfreeze", "--all", "--operator-key", operatorKeyFile);
       expect(unfrozen.code).toBe(0);
     }
+  });
+
+  it("revoke-operator-key: a lost operator key file approves nothing from then on (the held transfer stays held, nothing signed), and is never enrolled again", async () => {
+    const lostKeyFile = join(dir, "lost-laptop.key");
+    const enrolled = await policy(
+      "enroll",
+      "--operator-key",
+      lostKeyFile,
+      "--policy-key",
+      policyKeyFile,
+      "--json",
+    );
+    expect(enrolled.code).toBe(0);
+    const lostKeyId = (JSON.parse(enrolled.stdout) as { key_id: string }).key_id;
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const set = await policy(
+      "set",
+      "--agent",
+      agent.agentId,
+      "--file",
+      await policyFile({ approval_above_units: "1000000" }),
+    );
+    expect(set.code).toBe(0);
+    const held = (await transfer(agent, "2000000")).body as ActionView;
+    expect(held.status).toBe("held");
+
+    const enclavePolicy = (...args: string[]): Promise<ToolRun> =>
+      runTool("ops/enclave-policy.ts", args, {
+        env: stack.processEnv({ AGENT_ADMIN_AUTHORITY_KEY_FILE: adminKeyFile, LOG_LEVEL: "silent" }),
+      });
+    const revoked = await enclavePolicy("revoke-operator-key", lostKeyId, "--json");
+    expect(revoked.stderr).toBe("");
+    expect(revoked.code).toBe(0);
+    const first = JSON.parse(revoked.stdout) as { key_id: string; revoked_at: string };
+    expect(first.key_id).toBe(lostKeyId);
+
+    const approve = await policy(
+      "approve",
+      "--agent",
+      agent.agentId,
+      "--action",
+      held.action_id,
+      "--operator-key",
+      lostKeyFile,
+    );
+    expect(approve.code).toBe(1);
+    expect(approve.stderr).toContain(`(key id ${lostKeyId}, at ${first.revoked_at})`);
+    // Whoever holds the file signs without the CLI's check: the enclave refuses it for the revoke.
+    const direct = await sealHeldApproval(
+      stack,
+      { key: await readOperatorKey(lostKeyFile), keyId: lostKeyId },
+      agent,
+      {
+        actionId: held.action_id,
+        to: held.to as Address,
+        valueUnits: 2_000_000n,
+        expiresAt: Math.floor(Date.parse(held.expires_at!) / 1000),
+      },
+    );
+    expect(direct.ok || direct.error.reason).toBe(
+      `operator key ${lostKeyId} was revoked: it approves nothing`,
+    );
+    await afterWholeTicks([stack.origin], "approved-transfers", 2);
+    expect((await agentCalls(stack.origin.base, agent.token).action(held.action_id)).body).toMatchObject({
+      status: "held",
+    });
+    expect(await sent(agent)).toBe(0);
+
+    // Not enrolled again, under its id or another; a repeat of the revoke answers the first.
+    const again = await policy("enroll", "--operator-key", lostKeyFile, "--policy-key", policyKeyFile);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("revoked");
+    const repeat = await enclavePolicy("revoke-operator-key", lostKeyId, "--json");
+    expect(repeat.code).toBe(0);
+    expect(JSON.parse(repeat.stdout)).toEqual(first);
+    // The other operator's key still approves.
+    const approved = await policy(
+      "approve",
+      "--agent",
+      agent.agentId,
+      "--action",
+      held.action_id,
+      "--operator-key",
+      operatorKeyFile,
+    );
+    expect(approved.code).toBe(0);
   });
 });

@@ -475,6 +475,11 @@ async function signerOf(
   if (found.ok) return found.value;
   if (found.error.code === "signer") return signerOutcome(found.error.failure);
   const file = "operatorKeyFile" in command ? command.operatorKeyFile : "";
+  if (found.error.code === "revoked") {
+    return refused(
+      `the operator key ${file} was revoked (key id ${found.error.keyId}, at ${found.error.revokedAt.toISOString()}): it approves nothing and is never enrolled again; approve with another operator's key, or enroll a new one`,
+    );
+  }
   return refused(
     `the operator key ${file} is not enrolled in this enclave (public key ${found.error.publicKey}): npm run policy -- enroll --operator-key ${file} --policy-key FILE`,
   );

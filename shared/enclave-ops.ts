@@ -286,6 +286,12 @@ export const getPolicyResult = z.object({
   ),
   /** The enrolled passkeys (enroll_operator_passkey); absent from older enclaves. */
   operator_passkeys: z.array(operatorPasskeyInfoSchema).optional(),
+  /** The revoked operator keys (revoke_operator_key); absent from older enclaves. */
+  revoked_operator_keys: z
+    .array(
+      z.object({ key_id: z.string(), public_key: z.string(), revoked_at_ms: z.number().int().nonnegative() }),
+    )
+    .optional(),
 });
 export type WireGetPolicyResult = z.infer<typeof getPolicyResult>;
 
@@ -561,6 +567,19 @@ export const enrollOperatorKeyResult = z.object({
   public_key: p256PublicKeySchema,
 });
 
+/**
+ * revoke_operator_key (admin tier): an enrolled operator key approves nothing from now on, and its
+ * key id and public key are never enrolled again; revoking a revoked key answers as the first
+ * revoke did. Approvals it signed that the enclave sealed before (a held action's) stay.
+ */
+export const revokeOperatorKeyParams = z.strictObject({ key_id: operatorKeyIdSchema });
+export const revokeOperatorKeyResult = z.object({
+  key_id: operatorKeyIdSchema,
+  public_key: p256PublicKeySchema,
+  /** When the enclave revoked it (unix ms of its clock); the first revoke's time, on a repeat. */
+  revoked_at_ms: z.number().int().nonnegative(),
+});
+
 /** An operator's name as passkeys carry it: 1 to 64 characters, no control character. */
 export const operatorNameSchema = z
   .string()
@@ -709,6 +728,7 @@ export const ENCLAVE_OP_SCHEMAS = {
   capability_counter: { params: capabilityCounterParams, result: capabilityCounterResult },
   get_policy: { params: getPolicyParams, result: getPolicyResult },
   enroll_operator_key: { params: enrollOperatorKeyParams, result: enrollOperatorKeyResult },
+  revoke_operator_key: { params: revokeOperatorKeyParams, result: revokeOperatorKeyResult },
   enroll_operator_passkey: { params: enrollOperatorPasskeyParams, result: enrollOperatorPasskeyResult },
   revoke_operator_passkey: { params: revokeOperatorPasskeyParams, result: revokeOperatorPasskeyResult },
   set_agent_policy: { params: setAgentPolicyParams, result: setAgentPolicyResult },

@@ -223,6 +223,7 @@ export const PRIVILEGED_OP_SCOPE = {
   // Admin tier too: revoking only tightens, as freezing does, so a lost device is revoked at once,
   // without the policy key kept offline (docs/enclave.md#passkeys).
   revoke_operator_passkey: "admin",
+  revoke_operator_key: "admin",
   restore_backup: "recovery",
   load_recovery_key: "recovery",
 } as const;

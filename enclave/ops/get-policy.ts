@@ -22,6 +22,7 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
     nodeFreezeEpoch,
     operatorKeys,
     operatorPasskeys,
+    revokedOperatorKeys,
   } = ctx.state.state;
   const faucetKey = treasury ? ctx.keystore.get(treasury.faucetKeyRef) : undefined;
   const settlerKey = settlerKeyRef ? ctx.keystore.get(settlerKeyRef) : undefined;
@@ -66,6 +67,11 @@ export const getPolicy: OpHandler<"get_policy"> = (ctx) => {
       rp_id: passkey.rpId,
       origin: passkey.origin,
       label: passkey.label,
+    })),
+    revoked_operator_keys: [...revokedOperatorKeys].map(([keyId, revoked]) => ({
+      key_id: keyId,
+      public_key: revoked.publicKey,
+      revoked_at_ms: revoked.revokedAtMs,
     })),
   });
 };

@@ -16,7 +16,7 @@ import { generateKeys } from "./generate-keys.ts";
 import { getPolicy } from "./get-policy.ts";
 import type { OpHandler } from "./handler.ts";
 import { proveIdentity, publicIdentity } from "./identity.ts";
-import { approveHeld, enrollOperatorKey, setNodeFrozen } from "./operator.ts";
+import { approveHeld, enrollOperatorKey, revokeOperatorKey, setNodeFrozen } from "./operator.ts";
 import { enrollOperatorPasskey, revokeOperatorPasskey } from "./operator-passkey.ts";
 import { signFiller } from "./sign-filler.ts";
 import { signX402Offer, signX402Receipt } from "./sign-offer-receipt.ts";
@@ -48,6 +48,7 @@ export const OP_HANDLERS: { [Op in EnclaveOp]: OpHandler<Op> } = {
   capability_counter: capabilityCounter,
   get_policy: getPolicy,
   enroll_operator_key: enrollOperatorKey,
+  revoke_operator_key: revokeOperatorKey,
   enroll_operator_passkey: enrollOperatorPasskey,
   revoke_operator_passkey: revokeOperatorPasskey,
   set_agent_policy: setAgentPolicy,

@@ -24,7 +24,7 @@ export const enrollOperatorPasskey: OpHandler<"enroll_operator_passkey"> = async
     credential_id: params.credential_id,
     public_key: params.public_key,
   };
-  if (operatorKeys.has(params.key_id))
+  if (operatorKeys.has(params.key_id) || ctx.state.state.revokedOperatorKeys.has(params.key_id))
     return refuse("malformed", "this key id is enrolled as an operator key");
   const { revokedPasskeys } = ctx.state.state;
   if (revokedPasskeys.has(params.key_id))

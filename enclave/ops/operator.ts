@@ -30,9 +30,16 @@ const HEX32 = /^0x[0-9a-f]{64}$/;
 
 export const enrollOperatorKey: OpHandler<"enroll_operator_key"> = async (ctx, params) => {
   if (!p256PublicKey(params.public_key)) return refuse("malformed", "not a P-256 public key");
-  const { operatorKeys, operatorPasskeys } = ctx.state.state;
+  const { operatorKeys, operatorPasskeys, revokedOperatorKeys } = ctx.state.state;
   if (operatorPasskeys.has(params.key_id) || ctx.state.state.revokedPasskeys.has(params.key_id))
     return refuse("malformed", "this key id is enrolled as a passkey");
+  // A revoked key stays out under any id: enrolled anew, its counter would start again at 0.
+  if (revokedOperatorKeys.has(params.key_id))
+    return refuse("malformed", "this key id names a revoked operator key: it is never enrolled again");
+  for (const revoked of revokedOperatorKeys.values()) {
+    if (revoked.publicKey === params.public_key)
+      return refuse("malformed", "this public key was revoked: it is never enrolled again");
+  }
   const existing = operatorKeys.get(params.key_id);
   if (existing) {
     // An id names one key for good: its counter record belongs to that key alone.
@@ -42,6 +49,9 @@ export const enrollOperatorKey: OpHandler<"enroll_operator_key"> = async (ctx, p
   }
   if (operatorKeys.size + operatorPasskeys.size >= MAX_OPERATOR_KEYS) {
     return refuse("cap_exceeded", "too many operator keys");
+  }
+  if (revokedOperatorKeys.size >= MAX_REVOKED_OPERATOR_KEYS) {
+    return refuse("cap_exceeded", "too many revoked operator keys");
   }
   await ctx.state.commit((state) => {
     state.operatorKeys.set(params.key_id, {
@@ -53,6 +63,41 @@ export const enrollOperatorKey: OpHandler<"enroll_operator_key"> = async (ctx, p
   ctx.logger.info({ key_id: params.key_id }, "operator key enrolled");
   return succeed({ key_id: params.key_id, public_key: params.public_key });
 };
+
+/**
+ * Revoked operator keys one enclave remembers; past it, enrolling stops (cap_exceeded), revoking
+ * never does. Each was enrolled with the policy key first, so only that key's holder can bring it near.
+ */
+export const MAX_REVOKED_OPERATOR_KEYS = 256;
+
+/**
+ * revoke_operator_key (admin tier: revoking only tightens, as freezing does): a lost or stolen
+ * operator key file approves nothing from then on. Its record moves to the revoked ones, so neither
+ * its id nor its public key is enrolled again.
+ */
+export const revokeOperatorKey: OpHandler<"revoke_operator_key"> = async (ctx, params) => {
+  const { operatorKeys, revokedOperatorKeys } = ctx.state.state;
+  const revoked = revokedOperatorKeys.get(params.key_id);
+  if (revoked) return succeed(revokedKeyResult(params.key_id, revoked));
+  const key = operatorKeys.get(params.key_id);
+  if (!key) return refuse("malformed", "no operator key is enrolled under this key id");
+  const record = { publicKey: key.publicKey, revokedAtMs: ctx.now().getTime() };
+  // One step: the key is gone from the enrolled ones as it joins the revoked ones, so no approval
+  // checked after this line finds it.
+  await ctx.state.commit((state) => {
+    state.operatorKeys.delete(params.key_id);
+    state.revokedOperatorKeys.set(params.key_id, record);
+  });
+  ctx.logger.info({ key_id: params.key_id }, "operator key revoked");
+  return succeed(revokedKeyResult(params.key_id, record));
+};
+
+function revokedKeyResult(
+  keyId: string,
+  revoked: { publicKey: string; revokedAtMs: number },
+): { key_id: string; public_key: string; revoked_at_ms: number } {
+  return { key_id: keyId, public_key: revoked.publicKey, revoked_at_ms: revoked.revokedAtMs };
+}
 
 export const setNodeFrozen: OpHandler<"set_node_frozen"> = async (ctx, params) => {
   const { state } = ctx.state;

@@ -196,7 +196,7 @@ export class SignedBounds {
   private readonly enrolled = new Map<string, string>();
   /** The key id each enrolled credential is under. */
   private readonly credentials = new Map<string, string>();
-  /** Each revoked passkey's credential, by key id: neither is enrolled again. */
+  /** Each revoked passkey's credential, or operator key's `key <public key>`, by key id: neither is enrolled again. */
   private readonly revoked = new Map<string, string>();
 
   /** `readPolicy` asks the enclave for get_policy's answer. */
@@ -260,6 +260,8 @@ export class SignedBounds {
       }
       case "revoke_operator_passkey":
         return this.revokedPasskey(params, result);
+      case "revoke_operator_key":
+        return this.revokedOperatorKey(params, result);
       case "configure_policy":
         return this.policyConfigured(params, result);
       case "configure_treasury":
@@ -406,7 +408,7 @@ export class SignedBounds {
       return `${op} answered another key than it was asked to enroll`;
     if (!onP256(String(params.public_key))) return `${op} enrolled a point that is not a P-256 key`;
     const id = String(params.key_id);
-    if (this.revoked.has(id)) return `${op} enrolled key id ${id} of a revoked passkey again`;
+    if (this.revoked.has(id)) return `${op} enrolled key id ${id} of a revoked passkey or key again`;
     const before = this.enrolled.get(id);
     if (before !== undefined && before !== names) return `${op} enrolled key id ${id} again as another key`;
     this.enrolled.set(id, names);
@@ -430,6 +432,26 @@ export class SignedBounds {
       return `revoke_operator_passkey revoked key id ${id}, under which that credential is not enrolled`;
     this.revoked.set(id, credential);
     // A revoked passkey leaves the room it took.
+    this.enrolled.delete(id);
+    return null;
+  }
+
+  /**
+   * An operator key revoked: the one enrolled under that id (or revoked so before; the world's own
+   * key, enrolled before the model, is known by its answer).
+   */
+  private revokedOperatorKey(params: Params, result: Result): string | null {
+    const id = String(params.key_id);
+    if (result.key_id !== id) return "revoke_operator_key answered another key than it was asked to revoke";
+    const names = `key ${String(result.public_key)}`;
+    const before = this.revoked.get(id);
+    if (before !== undefined)
+      return before === names ? null : `revoke_operator_key revoked key id ${id} as another key`;
+    const enrolled = this.enrolled.get(id);
+    if (enrolled !== undefined && enrolled !== names)
+      return `revoke_operator_key revoked key id ${id}, under which that key is not enrolled`;
+    this.revoked.set(id, names);
+    // A revoked key leaves the room it took.
     this.enrolled.delete(id);
     return null;
   }

@@ -131,6 +131,8 @@ export class FuzzShapes {
         return this.enrollOperatorPasskey();
       case "revoke_operator_passkey":
         return this.revokeOperatorPasskey();
+      case "revoke_operator_key":
+        return this.revokeOperatorKey();
       case "configure_policy":
         return this.configurePolicy();
       case "configure_treasury":
@@ -692,6 +694,16 @@ export class FuzzShapes {
       ]),
       public_key: this.operatorPublicKey(),
       label: FuzzShapes.label,
+    }).map(FuzzShapes.defined);
+  }
+
+  /** An operator key's id: the ids enrolled meet now and then, a passkey's at the edge. */
+  private revokeOperatorKey(): fc.Arbitrary<unknown> {
+    return oneAtItsEdge({
+      key_id: FuzzShapes.keyIds(OPERATOR_KEY_IDS.prefix, OPERATOR_KEY_IDS.count, [
+        "fuzz-operator",
+        "fuzz-pk-0",
+      ]),
     }).map(FuzzShapes.defined);
   }
 

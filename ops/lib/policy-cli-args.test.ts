@@ -155,7 +155,7 @@ describe("enclave-policy arguments", () => {
     // enroll-passkey and revoke-passkey are taken before this parser (ops/enclave-policy.ts), and
     // named with the others.
     expect(() => parsePolicyArgs(["frobnicate"], {})).toThrow(
-      "expected one command: show, apply, treasury, settler, payee, enroll-passkey or revoke-passkey",
+      "expected one command: show, apply, treasury, settler, payee, enroll-passkey, revoke-passkey or revoke-operator-key",
     );
     expect(() => parsePolicyArgs(["show"], { AGENT_SIGNER_SVC_HSM_ENDPOINT: "tcp://x" })).toThrow(
       PolicyUsageError,

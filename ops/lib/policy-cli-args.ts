@@ -31,8 +31,9 @@ export const POLICY_USAGE = `usage:
   npm run enclave-policy -- payee --policy-key FILE [--payee-key-ref REF] [--json]
   npm run enclave-policy -- enroll-passkey CREDENTIAL_ID|KEY_ID --policy-key FILE [--json]
   npm run enclave-policy -- revoke-passkey KEY_ID --reason TEXT [--json]
-revoke-passkey takes the node's admin key (AGENT_ADMIN_AUTHORITY_KEY_FILE), not the policy key:
-revoking only tightens.
+  npm run enclave-policy -- revoke-operator-key KEY_ID [--json]
+revoke-passkey and revoke-operator-key take the node's admin key (AGENT_ADMIN_AUTHORITY_KEY_FILE),
+not the policy key: revoking only tightens.
 Every command takes --socket PATH (default: AGENT_SIGNER_SVC_HSM_ENDPOINT, else ${DEFAULT_POLICY_SOCKET}).
 apply keeps every field the flags do not name; the first apply names them all. treasury keeps the
 payout terms it does not name (a first treasury names them all); --payout-daily is per recipient
@@ -88,7 +89,7 @@ export function parsePolicyArgs(argv: string[], env: Record<string, string | und
   const command = positionals[0];
   if (positionals.length !== 1 || !isCommand(command)) {
     throw new PolicyUsageError(
-      "expected one command: show, apply, treasury, settler, payee, enroll-passkey or revoke-passkey",
+      "expected one command: show, apply, treasury, settler, payee, enroll-passkey, revoke-passkey or revoke-operator-key",
     );
   }
   const socketPath = enclaveSocketPath(values.socket, env.AGENT_SIGNER_SVC_HSM_ENDPOINT);

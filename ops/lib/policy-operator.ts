@@ -95,6 +95,8 @@ export type OperatorSigner = {
 
 export type OperatorSignerFailure =
   | { code: "not_enrolled"; publicKey: Hex }
+  /** Revoked (revoke_operator_key): it approves nothing, and is never enrolled again. */
+  | { code: "revoked"; publicKey: Hex; keyId: string; revokedAt: Date }
   | { code: "signer"; failure: SignerFailure };
 
 /**
@@ -114,7 +116,19 @@ export async function operatorSigner(
   );
   const derived = operatorKeyId(key.publicKey);
   const keyId = (mine.find((enrolled) => enrolled.keyId === derived) ?? mine[0])?.keyId;
-  if (keyId === undefined) return err({ code: "not_enrolled", publicKey: key.publicKey });
+  if (keyId === undefined) {
+    const revoked = sealed.value.revokedOperatorKeys.find(
+      (gone) => gone.publicKey.toLowerCase() === key.publicKey.toLowerCase(),
+    );
+    if (revoked)
+      return err({
+        code: "revoked",
+        publicKey: key.publicKey,
+        keyId: revoked.keyId,
+        revokedAt: revoked.revokedAt,
+      });
+    return err({ code: "not_enrolled", publicKey: key.publicKey });
+  }
   return ok({
     keyId,
     approve(op, subject, policyBefore) {

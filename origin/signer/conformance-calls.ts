@@ -301,6 +301,12 @@ export const SAMPLE_CALLS: { [Op in SignerOp]: SampleCall<Op> } = {
         authorize,
       ),
   },
+  revokeOperatorKey: {
+    asks: STRANGERS,
+    live: STRANGER_REFUSED,
+    privileged: true,
+    call: (op, authorize) => op({ keyId: "conformance-operator" }, authorize),
+  },
   revokeOperatorPasskey: {
     asks: STRANGERS,
     live: STRANGER_REFUSED,

@@ -45,6 +45,7 @@ export function createDormantSignerClient(): SignerClient {
     setNodeFrozen: unavailable,
     enrollOperatorKey: unavailable,
     enrollOperatorPasskey: unavailable,
+    revokeOperatorKey: unavailable,
     revokeOperatorPasskey: unavailable,
     approveHeld: unavailable,
     getAgentPolicy: unavailable,

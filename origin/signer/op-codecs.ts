@@ -29,6 +29,7 @@ import type {
   ProveIdentityParams,
   PublicIdentityParams,
   RestoreBackupParams,
+  RevokeOperatorKeyParams,
   RevokeOperatorPasskeyParams,
   SealedIdentity,
   SetAgentPolicyParams,
@@ -157,6 +158,11 @@ export function getPolicyResultToWire(r: GetPolicyResult): wire.WireGetPolicyRes
       key_id: key.keyId,
       public_key: key.publicKey,
       label: key.label,
+    })),
+    revoked_operator_keys: r.revokedOperatorKeys.map((revoked) => ({
+      key_id: revoked.keyId,
+      public_key: revoked.publicKey,
+      revoked_at_ms: revoked.revokedAt.getTime(),
     })),
     operator_passkeys: r.operatorPasskeys.map((passkey) => ({
       key_id: passkey.keyId,
@@ -449,6 +455,11 @@ export const OP_CODECS = {
           publicKey: key.public_key as Hex,
           label: key.label,
         })),
+        revokedOperatorKeys: (r.revoked_operator_keys ?? []).map((revoked) => ({
+          keyId: revoked.key_id,
+          publicKey: revoked.public_key as Hex,
+          revokedAt: new Date(revoked.revoked_at_ms),
+        })),
         operatorPasskeys: (r.operator_passkeys ?? []).map((passkey) => ({
           keyId: passkey.key_id,
           operator: passkey.operator,
@@ -486,6 +497,14 @@ export const OP_CODECS = {
       keyId: r.key_id,
       credentialId: r.credential_id,
       publicKey: r.public_key as Hex,
+    })),
+  },
+  revoke_operator_key: {
+    toWire: (p: RevokeOperatorKeyParams) => ({ key_id: p.keyId }),
+    result: wire.revokeOperatorKeyResult.transform((r) => ({
+      keyId: r.key_id,
+      publicKey: r.public_key as Hex,
+      revokedAt: new Date(r.revoked_at_ms),
     })),
   },
   revoke_operator_passkey: {

@@ -200,6 +200,7 @@ describe("socket signer client against the real enclave", () => {
         nodeFreezeEpoch: 0,
         operatorKeys: [],
         operatorPasskeys: [],
+        revokedOperatorKeys: [],
       },
     });
     const signed = await client.signTransfer({

@@ -152,6 +152,7 @@ export function createSocketSignerClient(options: SocketSignerClientOptions): Si
     setNodeFrozen: privileged("set_node_frozen"),
     enrollOperatorKey: privileged("enroll_operator_key"),
     enrollOperatorPasskey: privileged("enroll_operator_passkey"),
+    revokeOperatorKey: privileged("revoke_operator_key"),
     revokeOperatorPasskey: privileged("revoke_operator_passkey"),
     approveHeld: privileged("approve_held"),
     getAgentPolicy: call("get_agent_policy"),

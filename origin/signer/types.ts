@@ -226,6 +226,8 @@ export type GetPolicyResult = {
   operatorKeys: OperatorKeyInfo[];
   /** Enrolled passkeys, public parts only (none from an enclave older than passkeys). */
   operatorPasskeys: OperatorPasskeyInfo[];
+  /** Revoked operator keys (none from an enclave older than their revocation). */
+  revokedOperatorKeys: RevokeOperatorKeyResult[];
 };
 export type OperatorKeyInfo = { keyId: string; publicKey: Hex; label: string | null };
 export type OperatorPasskeyInfo = {
@@ -338,6 +340,9 @@ export type EnrollOperatorKeyParams = { keyId: string; publicKey: Hex; label?: s
 export type EnrollOperatorKeyResult = { keyId: string; publicKey: Hex };
 export type EnrollOperatorPasskeyParams = Omit<OperatorPasskeyInfo, "label"> & { label?: string };
 export type EnrollOperatorPasskeyResult = { keyId: string; credentialId: string; publicKey: Hex };
+export type RevokeOperatorKeyParams = { keyId: string };
+/** A revoked operator key; `revokedAt` is the first revoke's, however often it is revoked again. */
+export type RevokeOperatorKeyResult = { keyId: string; publicKey: Hex; revokedAt: Date };
 export type RevokeOperatorPasskeyParams = { keyId: string; credentialId: string };
 /** A revoked passkey; `revokedAt` is the first revoke's, however often it is revoked again. */
 export type RevokeOperatorPasskeyResult = {
@@ -459,6 +464,11 @@ export interface SignerClient {
     params: EnrollOperatorPasskeyParams,
     authorize: CapabilityProvider,
   ): Promise<SignerResult<EnrollOperatorPasskeyResult>>;
+  /** Admin tier: revoking only tightens; a repeat answers as the first. */
+  revokeOperatorKey(
+    params: RevokeOperatorKeyParams,
+    authorize: CapabilityProvider,
+  ): Promise<SignerResult<RevokeOperatorKeyResult>>;
   /** Admin tier: revoking only tightens (docs/enclave.md#passkeys); a repeat answers as the first. */
   revokeOperatorPasskey(
     params: RevokeOperatorPasskeyParams,
