@@ -83,6 +83,7 @@ describe("npm run enclave-policy (real CLI, real enclave)", () => {
       node_freeze_epoch: 0,
       operator_keys: [],
       operator_passkeys: [],
+      revoked_operator_keys: [],
     });
     expect(table.stdout).toMatch(/settler +none configured/);
   });
