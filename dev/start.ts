@@ -184,6 +184,11 @@ async function main(): Promise<void> {
     say(`policy key ${authority.policyKeyFile} (npm run enclave-policy; never given to the origin)`);
     // The path only: the key's contents are never printed.
     const operatorKey = shownPath(ready.operator.keyFile);
+    if (ready.operator.revokedMovedTo !== undefined) {
+      say(
+        `operator   the key at ${operatorKey} was revoked: moved to ${shownPath(ready.operator.revokedMovedTo)}, and a new one made`,
+      );
+    }
     say(`operator   ${operatorKey} (operator key ${ready.operator.keyId}, enrolled; approves held actions)`);
     say(
       `           ${toolEnv}${adminKeyEnv}npm run policy -- approve --agent ID --action ID --operator-key ${shellWord(operatorKey)}${socketFlag}`,
