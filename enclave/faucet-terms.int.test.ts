@@ -166,6 +166,47 @@ describe("sign_faucet pays only the sealed payout to agent keys, once per cooldo
     expect(BigInt(await spent()) - before).toBe(200n);
   });
 
+  it("signs no payout again at a recipient's last nonce once the treasury has another key: that nonce is the new key's, a payment of its own", async () => {
+    const [agent] = (
+      await privileged(client, fixture, "generate_keys", {
+        namespace: "agent-transfer",
+        count: 1,
+        batch_id: "faucet-new-key-agent",
+      })
+    ).keys as Key[];
+    expectOk(await payout(agent!.address, { nonce: "700000" }));
+    // The operator moves the treasury to another faucet key (the policy key's call).
+    const [next] = (
+      await privileged(client, fixture, "generate_keys", {
+        namespace: "faucet",
+        count: 1,
+        batch_id: "faucet-next-key",
+      })
+    ).keys as Key[];
+    const old = treasury;
+    await privileged(client, fixture, "configure_treasury", {
+      budget_units: "1000000000",
+      ...TERMS,
+      faucet_key_ref: next!.key_ref,
+    });
+    treasury = next!;
+    try {
+      // Mutation: taken as the recipient's last payout asked again, it is signed past the cooldown,
+      // and both it and the old key's payout can be mined.
+      expect(refused(await payout(agent!.address, { nonce: "700000" }))).toEqual({
+        code: "cap_exceeded",
+        detail: "faucet_cooldown",
+      });
+    } finally {
+      await privileged(client, fixture, "configure_treasury", {
+        budget_units: "1000000000",
+        ...TERMS,
+        faucet_key_ref: old.key_ref,
+      });
+      treasury = old;
+    }
+  });
+
   it("refuses the payout that would pass the recipient's sealed units of the day", async () => {
     // Without a cooldown in the way: 100 + 100 of 250, then 300 would pass it.
     await privileged(client, fixture, "configure_treasury", {

@@ -1,9 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { programArgs } from "../ops/lib/program-bundles.mjs";
 import { sleep } from "../shared/sleep.ts";
 import { createEnclaveFixture, type EnclaveFixture, REPO_ROOT } from "../testing/enclave-process.ts";
+import { dataDirLayout } from "./data-dir.ts";
 import { socketAccepts } from "./socket-probe.ts";
 import { type AgentKey, agentKeys, nodePolicy, transfer } from "./testing/agent-policy.ts";
 import { privileged } from "./testing/capabilities.ts";
@@ -86,5 +88,57 @@ describe("a state write the disk takes only in part (real process under a file s
     const policy = expectOk(await after.request("get_agent_policy", { key_ref: key.key_ref }));
     after.close();
     expect((policy.usage as { transfers: { day_count: number } }).transfers.day_count).toBe(signed);
+  });
+});
+
+/**
+ * Below a first state write (about 400 bytes: the empty state naming the payee key) and above the
+ * payee's key set (about 370 bytes), in bytes: prlimit sets it to the byte, where the shell's
+ * ulimit counts blocks of 512 or 1024.
+ */
+const FIRST_WRITE_LIMIT_BYTES = 390;
+
+describe("a folder's first state write taken in part (real process under a file size limit)", () => {
+  let fixture: EnclaveFixture;
+
+  beforeAll(async () => {
+    fixture = await createEnclaveFixture({ envId: "short-first-write", start: false });
+  });
+  afterAll(async () => {
+    await fixture?.dispose();
+  });
+
+  it("serves a folder whose only state slot its first write left torn, as one never written: the next start serves", async () => {
+    const [slot] = dataDirLayout(fixture.dataDir).state.slots;
+    // What an init killed after it made the payee key, before its first state write, leaves: no slot.
+    await rm(slot);
+    // The start writes its own payee key and then its first state: the disk takes that in part.
+    const limited = spawn(
+      "prlimit",
+      [
+        `--fsize=${FIRST_WRITE_LIMIT_BYTES}`,
+        process.execPath,
+        ...programArgs(join(REPO_ROOT, "enclave/main.ts")),
+        "serve",
+        "--socket",
+        fixture.socketPath,
+        "--data-dir",
+        fixture.dataDir,
+      ],
+      { cwd: REPO_ROOT, stdio: ["ignore", "ignore", "ignore"], env: { ...process.env, LOG_LEVEL: "warn" } },
+    );
+    const code = await new Promise((resolve) => limited.once("exit", resolve));
+    expect(code).toBe(1);
+    expect((await stat(slot)).size).toBe(FIRST_WRITE_LIMIT_BYTES);
+
+    // Mutation: a torn slot read as one sealed under another key refuses every start from here on
+    // ("no state slot authenticates"), and `init` refuses the folder as initialised.
+    await fixture.start().catch((error: unknown) => {
+      throw new Error(`${String(error)}: ${fixture.stderr().trim()}`);
+    });
+    const { client } = await RawEnclaveClient.connect(fixture.socketPath);
+    const policy = expectOk(await client.request("get_policy", {}));
+    client.close();
+    expect(policy.policy).toBeNull();
   });
 });

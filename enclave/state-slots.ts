@@ -60,6 +60,9 @@ export class StateSlots {
         newest = { index, sequence: slot.sequence, plaintext: slot.plaintext };
       }
     }
+    // A torn slot with none that authenticates is a first write cut short (a kill, a full disk):
+    // nothing was ever durable, so the folder reads as never written, as when the kill came before
+    // the write. Refusing it would refuse every start after, and `init` refuses an initialised folder.
     if (newest === null && read.some((slot) => slot.kind === "unreadable")) {
       throw new SealError("no state slot authenticates (another sealing key, or tampered with)");
     }
@@ -109,7 +112,12 @@ export class StateSlots {
 
 type ReadSlot =
   | { kind: "absent" }
-  /** Exists but does not authenticate: torn by a crash, or not sealed under this key. */
+  /**
+   * Shorter than the frame its header declares: a write cut short (a crash, a full disk). Another
+   * key's slot is whole; cutting one short is no more than deleting it, which reads as absent.
+   */
+  | { kind: "torn" }
+  /** Whole but does not authenticate: torn by a crash in place, or not sealed under this key. */
   | { kind: "unreadable" }
   | { kind: "valid"; sequence: bigint; plaintext: Uint8Array };
 
@@ -119,7 +127,7 @@ async function readSlot(path: string, sealingKey: Uint8Array): Promise<ReadSlot>
   if (bytes === null || bytes.length === 0) return { kind: "absent" };
   if (bytes.length < FRAME_HEADER_BYTES) return { kind: "unreadable" };
   const length = bytes.readUInt32BE(SEQUENCE_BYTES);
-  if (FRAME_HEADER_BYTES + length > bytes.length) return { kind: "unreadable" };
+  if (FRAME_HEADER_BYTES + length > bytes.length) return { kind: "torn" };
   try {
     const plaintext = unseal(
       sealingKey,

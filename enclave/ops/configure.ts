@@ -11,7 +11,7 @@ import type { OpHandler } from "./handler.ts";
  * Sets the faucet key, a fresh budget (spent restarts at zero) and the payout terms sign_faucet
  * enforces. Without faucet_key_ref the configured faucet key is kept, or a new one is generated in
  * the `faucet` namespace. The recipients' payout records are kept: a new budget does not reopen a
- * cooldown.
+ * cooldown, nor does a new key (whose nonces are its own, so no payout of it is one signed again).
  */
 export const configureTreasury: OpHandler<"configure_treasury"> = async (ctx, params) => {
   let keyRef = params.faucet_key_ref ?? ctx.state.state.treasury?.faucetKeyRef ?? null;
@@ -33,6 +33,13 @@ export const configureTreasury: OpHandler<"configure_treasury"> = async (ctx, pa
     dailyLimitUnits: BigInt(params.daily_limit_units),
   };
   await ctx.state.commit((state) => {
+    if (state.treasury && state.treasury.faucetKeyRef !== faucetKeyRef) {
+      // A recipient's last payout was signed at a nonce of the key before: the same nonce of this
+      // key is a payment of its own, which sign_faucet must not take for that one asked again.
+      for (const [recipient, { nonce: _, ...paid }] of state.faucetPayouts) {
+        state.faucetPayouts.set(recipient, paid);
+      }
+    }
     state.treasury = { faucetKeyRef, budgetUnits, spentUnits: 0n, terms };
   });
   ctx.logger.info(
