@@ -71,6 +71,45 @@ describe("passkeys through the console (real stack)", () => {
   const alice = new SoftwarePasskey(RP_ID, ORIGIN);
   let registered: PasskeyView;
 
+  /** A funded agent whose policy holds a transfer above 2 USDC, and its held transfer of 3 USDC. */
+  const heldTransfer = async () => {
+    const agent = await stack.newAgent({ units: 20_000_000n });
+    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${agent.token}` },
+      body: JSON.stringify({ approval_above_units: "2000000" }),
+    });
+    expect(patched.status).toBe(200);
+    const transfers = agentCalls(stack.origin.base, agent.token);
+    const to = newAccount().address;
+    const held = await transfers.transfer({ idempotency_key: newKey(), to, amount: "3000000" });
+    expect(held.status).toBe(202);
+    const actionId = (held.body as ActionView).action_id;
+    return { agent, transfers, to, actionId, target: { change: "approve_held", action_id: actionId } };
+  };
+  /** The transactions the agent's wallet has sent. */
+  const sentFrom = async (agent: { wallet: string }): Promise<number> =>
+    (
+      await queryRows<{ n: number }>(
+        stack.db.handle.db,
+        sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
+      )
+    )[0]!.n;
+  /** Alice's approval of `target` as the page relays it: its options asked, then her assertion. */
+  const aliceApproval = async (target: Record<string, string>) => {
+    const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
+    expect(prepared.status).toBe(200);
+    const options = prepared.body as ApprovalOptions;
+    return {
+      target,
+      key_id: registered.key_id,
+      counter: options.counter,
+      expires_at: options.expires_at,
+      approval_expires_at: options.shown.approval_expires_at as number,
+      response: authenticationResponse(alice, alice.assert(Buffer.from(options.challenge, "base64url"))),
+    };
+  };
+
   it("registers a passkey through the ceremony: pending, no power; the same response again is refused", async () => {
     const options = await console_().post("/passkeys/registration/options", { operator: "Alice Martin" });
     expect(options.status).toBe(200);
@@ -185,20 +224,7 @@ describe("passkeys through the console (real stack)", () => {
   });
 
   it("approves a held transfer: the page is shown payee and amount, the assertion (high-S, as authenticators may sign) is relayed, and the transfer is signed and confirmed once; the audit names the operator and passkey", async () => {
-    const agent = await stack.newAgent({ units: 20_000_000n });
-    const headers = { authorization: `Bearer ${agent.token}` };
-    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
-      method: "PATCH",
-      headers,
-      body: JSON.stringify({ approval_above_units: "2000000" }),
-    });
-    expect(patched.status).toBe(200);
-    const transfers = agentCalls(stack.origin.base, agent.token);
-    const to = newAccount().address;
-    const held = await transfers.transfer({ idempotency_key: newKey(), to, amount: "3000000" });
-    expect(held.status).toBe(202);
-    const view = held.body as ActionView;
-    const target = { change: "approve_held", action_id: view.action_id };
+    const { agent, transfers, to, actionId, target } = await heldTransfer();
 
     const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
     expect(prepared.status).toBe(200);
@@ -206,7 +232,7 @@ describe("passkeys through the console (real stack)", () => {
     expect(options.shown).toMatchObject({
       op: "approve_held",
       kind: "transfer",
-      ref: view.action_id,
+      ref: actionId,
       to: to.toLowerCase(),
       value_units: "3000000",
     });
@@ -236,16 +262,12 @@ describe("passkeys through the console (real stack)", () => {
       change: "approve_held",
       operator: "Alice Martin",
       key_id: registered.key_id,
-      subject: view.action_id,
+      subject: actionId,
       outcome: "approved",
     });
-    const done = await transfers.settled(view.action_id);
+    const done = await transfers.settled(actionId);
     expect(done).toMatchObject({ status: "confirmed" });
-    const [sent] = await queryRows<{ n: number }>(
-      stack.db.handle.db,
-      sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
-    );
-    expect(sent!.n).toBe(1);
+    expect(await sentFrom(agent)).toBe(1);
     // The same approval again: the action is no longer held.
     expect((await console_().post("/approvals", approval)).status).toBe(409);
 
@@ -254,7 +276,7 @@ describe("passkeys through the console (real stack)", () => {
     expect(changes).toContainEqual(
       expect.objectContaining({
         kind: "passkey_approval",
-        subject: view.action_id,
+        subject: actionId,
         change: "approve_held",
         reason: `approved by Alice Martin with passkey ${registered.key_id}`,
       }),
@@ -263,35 +285,8 @@ describe("passkeys through the console (real stack)", () => {
 
   it("the approval and its audit row are one transaction: an audit row the database refuses leaves the transfer held and unsigned, and a new approval then signs it once", async () => {
     const db = stack.db.handle.db;
-    const agent = await stack.newAgent({ units: 20_000_000n });
-    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
-      method: "PATCH",
-      headers: { authorization: `Bearer ${agent.token}` },
-      body: JSON.stringify({ approval_above_units: "2000000" }),
-    });
-    expect(patched.status).toBe(200);
-    const transfers = agentCalls(stack.origin.base, agent.token);
-    const held = await transfers.transfer({
-      idempotency_key: newKey(),
-      to: newAccount().address,
-      amount: "3000000",
-    });
-    expect(held.status).toBe(202);
-    const actionId = (held.body as ActionView).action_id;
-    const target = { change: "approve_held", action_id: actionId };
-    const approve = async () => {
-      const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
-      expect(prepared.status).toBe(200);
-      const options = prepared.body as ApprovalOptions;
-      return console_().post("/approvals", {
-        target,
-        key_id: registered.key_id,
-        counter: options.counter,
-        expires_at: options.expires_at,
-        approval_expires_at: options.shown.approval_expires_at as number,
-        response: authenticationResponse(alice, alice.assert(Buffer.from(options.challenge, "base64url"))),
-      });
-    };
+    const { agent, transfers, actionId, target } = await heldTransfer();
+    const approve = async () => console_().post("/approvals", await aliceApproval(target));
     const audited = async () =>
       (
         await queryRows<{ n: number }>(
@@ -299,62 +294,27 @@ describe("passkeys through the console (real stack)", () => {
           sql`select count(*)::int as n from passkey_approvals where subject = ${actionId}`,
         )
       )[0]!.n;
-    const sent = async () =>
-      (
-        await queryRows<{ n: number }>(
-          db,
-          sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
-        )
-      )[0]!.n;
-
     await whileAuditRefused(db, async () => {
       expect((await approve()).status).toBe(500);
     });
     // No change without its audit: still held, nothing signed, no audit row.
     expect(((await transfers.action(actionId)).body as ActionView).status).toBe("held");
     expect(await audited()).toBe(0);
-    expect(await sent()).toBe(0);
+    expect(await sentFrom(agent)).toBe(0);
 
     const approved = await approve();
     expect(approved.status).toBe(200);
     expect(await transfers.settled(actionId)).toMatchObject({ status: "confirmed" });
-    expect(await sent()).toBe(1);
+    expect(await sentFrom(agent)).toBe(1);
     expect(await audited()).toBe(1);
   });
 
   it("two approvals of one held transfer relayed at once: one approves it, the other is refused naming the action approved (not that nothing is signed), and the transfer is signed once", async () => {
     const db = stack.db.handle.db;
-    const agent = await stack.newAgent({ units: 20_000_000n });
-    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
-      method: "PATCH",
-      headers: { authorization: `Bearer ${agent.token}` },
-      body: JSON.stringify({ approval_above_units: "2000000" }),
-    });
-    expect(patched.status).toBe(200);
-    const transfers = agentCalls(stack.origin.base, agent.token);
-    const held = await transfers.transfer({
-      idempotency_key: newKey(),
-      to: newAccount().address,
-      amount: "3000000",
-    });
-    expect(held.status).toBe(202);
-    const actionId = (held.body as ActionView).action_id;
-    const target = { change: "approve_held", action_id: actionId };
+    const { agent, transfers, actionId, target } = await heldTransfer();
     // Two operators' pages (here one passkey's two assertions, each with its own counter), both
     // prepared while the action is held.
-    const prepare = async () => {
-      const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
-      expect(prepared.status).toBe(200);
-      const options = prepared.body as ApprovalOptions;
-      return {
-        target,
-        key_id: registered.key_id,
-        counter: options.counter,
-        expires_at: options.expires_at,
-        approval_expires_at: options.shown.approval_expires_at as number,
-        response: authenticationResponse(alice, alice.assert(Buffer.from(options.challenge, "base64url"))),
-      };
-    };
+    const prepare = () => aliceApproval(target);
     const first = await prepare();
     await sleep(5);
     const second = await prepare();
@@ -379,11 +339,7 @@ describe("passkeys through the console (real stack)", () => {
     expect(refused.error.message).toContain("approved");
     expect(refused.error.message).not.toContain("nothing is signed");
     expect(await transfers.settled(actionId)).toMatchObject({ status: "confirmed" });
-    const [sent] = await queryRows<{ n: number }>(
-      db,
-      sql`select count(*)::int as n from outgoing_transactions where sender = ${agent.wallet.toLowerCase()}`,
-    );
-    expect(sent!.n).toBe(1);
+    expect(await sentFrom(agent)).toBe(1);
   });
 
   it("a policy loosening and its audit row are one change: an audit row the database refuses leaves the enclave's policy as it was, not loosened unseen; a new approval then loosens it", async () => {
@@ -451,22 +407,7 @@ describe("passkeys through the console (real stack)", () => {
 
   it("an approval of a held transfer whose audit row the database refuses is not sealed either: the enclave, asked straight over its socket, will not sign the transfer", async () => {
     const db = stack.db.handle.db;
-    const agent = await stack.newAgent({ units: 20_000_000n });
-    const patched = await send(`${stack.origin.base}/agent/v1/policy`, {
-      method: "PATCH",
-      headers: { authorization: `Bearer ${agent.token}` },
-      body: JSON.stringify({ approval_above_units: "2000000" }),
-    });
-    expect(patched.status).toBe(200);
-    const to = newAccount().address;
-    const held = await agentCalls(stack.origin.base, agent.token).transfer({
-      idempotency_key: newKey(),
-      to,
-      amount: "3000000",
-    });
-    expect(held.status).toBe(202);
-    const actionId = (held.body as ActionView).action_id;
-    const target = { change: "approve_held", action_id: actionId };
+    const { agent, to, actionId, target } = await heldTransfer();
     const prepared = await console_().post("/approvals/options", { target, key_id: registered.key_id });
     expect(prepared.status).toBe(200);
     const options = prepared.body as ApprovalOptions;
