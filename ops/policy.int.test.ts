@@ -63,6 +63,9 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     outputs.push(run.stdout, run.stderr);
     return run;
   };
+  /** `approve --agent --action` signed with an operator key file. */
+  const approve = (agentId: string, actionId: string, keyFile: string): Promise<ToolRun> =>
+    policy("approve", "--agent", agentId, "--action", actionId, "--operator-key", keyFile);
   const db = () => stack.db.handle.db;
   const health = async (): Promise<unknown> => (await fetch(`${stack.origin.base}/healthz`)).json();
   const policyFile = async (document: unknown): Promise<string> => {
@@ -388,41 +391,17 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
 
     expect((await policy("approve", "--agent", agent.agentId, "--action", held.action_id)).code).toBe(2);
     const other = await stack.newAgent();
-    const notTheirs = await policy(
-      "approve",
-      "--agent",
-      other.agentId,
-      "--action",
-      held.action_id,
-      "--operator-key",
-      operatorKeyFile,
-    );
+    const notTheirs = await approve(other.agentId, held.action_id, operatorKeyFile);
     expect(notTheirs).toMatchObject({ code: 1, stderr: expect.stringContaining("no action") });
     expect(await sent(agent)).toBe(0);
 
-    const approved = await policy(
-      "approve",
-      "--agent",
-      agent.agentId,
-      "--action",
-      held.action_id,
-      "--operator-key",
-      operatorKeyFile,
-    );
+    const approved = await approve(agent.agentId, held.action_id, operatorKeyFile);
     expect(approved.stderr).toBe("");
     expect(approved.code).toBe(0);
     expect((await calls.settled(held.action_id)).status).toBe("confirmed");
     expect(await sent(agent)).toBe(1);
 
-    const twice = await policy(
-      "approve",
-      "--agent",
-      agent.agentId,
-      "--action",
-      held.action_id,
-      "--operator-key",
-      operatorKeyFile,
-    );
+    const twice = await approve(agent.agentId, held.action_id, operatorKeyFile);
     expect(twice.code).toBe(1);
     expect(twice.stderr).toContain("is confirmed, not held");
 
@@ -456,15 +435,7 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     // once the approve waits on it.
     await db().transaction(async (tx) => {
       await tx.execute(sql`select 1 from agent_actions where action_id = ${actionId} for update`);
-      approving = policy(
-        "approve",
-        "--agent",
-        agent.agentId,
-        "--action",
-        actionId,
-        "--operator-key",
-        operatorKeyFile,
-      );
+      approving = approve(agent.agentId, actionId, operatorKeyFile);
       // The approve's move from held (ops/lib/policy-holds.ts decideHeld), blocked by this
       // transaction: another statement on agent_actions waiting (an origin's worker, another
       // file's database) does not count.
@@ -527,15 +498,7 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     const view = held.body as ActionView;
     expect(view).toMatchObject({ kind: "x402", status: "held", rule: "x402.unknown_payee" });
 
-    const approved = await policy(
-      "approve",
-      "--agent",
-      agent.agentId,
-      "--action",
-      view.action_id,
-      "--operator-key",
-      operatorKeyFile,
-    );
+    const approved = await approve(agent.agentId, view.action_id, operatorKeyFile);
     expect(approved.stderr).toBe("");
     expect(approved.code).toBe(0);
     expect(approved.stdout).toContain("signed when the agent asks again");
@@ -671,17 +634,9 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     const first = JSON.parse(revoked.stdout) as { key_id: string; revoked_at: string };
     expect(first.key_id).toBe(lostKeyId);
 
-    const approve = await policy(
-      "approve",
-      "--agent",
-      agent.agentId,
-      "--action",
-      held.action_id,
-      "--operator-key",
-      lostKeyFile,
-    );
-    expect(approve.code).toBe(1);
-    expect(approve.stderr).toContain(`(key id ${lostKeyId}, at ${first.revoked_at})`);
+    const withLost = await approve(agent.agentId, held.action_id, lostKeyFile);
+    expect(withLost.code).toBe(1);
+    expect(withLost.stderr).toContain(`(key id ${lostKeyId}, at ${first.revoked_at})`);
     // Whoever holds the file signs without the CLI's check: the enclave refuses it for the revoke.
     const direct = await sealHeldApproval(
       stack,
@@ -711,15 +666,7 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     expect(repeat.code).toBe(0);
     expect(JSON.parse(repeat.stdout)).toEqual(first);
     // The other operator's key still approves.
-    const approved = await policy(
-      "approve",
-      "--agent",
-      agent.agentId,
-      "--action",
-      held.action_id,
-      "--operator-key",
-      operatorKeyFile,
-    );
+    const approved = await approve(agent.agentId, held.action_id, operatorKeyFile);
     expect(approved.code).toBe(0);
   });
 });
