@@ -14,7 +14,10 @@ import { createTestDatabase } from "../testing/database.ts";
 import { startEnclaveProcess } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
 import { provisionedIdentity, seedFreeKeys } from "../testing/seed.ts";
-import { queryRows } from "./db/client.ts";
+import { migrationsBefore } from "../testing/migrations-before.ts";
+import { connectDatabase, queryRows } from "./db/client.ts";
+import { startEmbeddedPostgres } from "./db/embedded.ts";
+import { migrateDatabase } from "./db/migrate.ts";
 
 /** origin/main.ts as its process runs: from its bundle while current (program-bundles.mjs), else through tsx. */
 const ORIGIN_MAIN = programArgs("origin/main.ts");
@@ -331,6 +334,64 @@ describe("origin/main.ts as a process", () => {
       });
     } finally {
       await database.drop();
+    }
+  }, 90_000);
+
+  /** Kills what is left of an embedded cluster under `folder` (a postmaster a test's origin left running). */
+  const killLeftPostgres = async (folder: string): Promise<void> => {
+    const pid = Number((await readFile(path.join(folder, "postmaster.pid"), "utf8").catch(() => "")).split("\n")[0]);
+    if (pid > 0 && processesMentioning(folder).some((line) => line.trim().startsWith(`${pid} `)))
+      process.kill(pid, "SIGKILL");
+  };
+
+  /** The origin's processes until it exits, its exit code (null: ended by a signal) and its output. */
+  const spawnOrigin = (env: Record<string, string>) => {
+    const { DATABASE_URL: _ownDatabase, ...inherited } = process.env;
+    const origin = spawn(process.execPath, ORIGIN_MAIN, {
+      env: { ...inherited, LOG_LEVEL: "info", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    origin.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    origin.stderr.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => origin.once("exit", (code) => resolve(code)));
+    return { origin, exited, output: () => output };
+  };
+
+  it("refused by a migration of its embedded Postgres, names it, exits 1 and stops that Postgres", async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), "origin-migration-refused-"));
+    await chmod(folder, 0o755);
+    const pgDir = path.join(folder, "pg");
+    const pgPort = await freePort();
+    const before = await migrationsBefore("0048_webhook_secret_rotation");
+    try {
+      // A cluster one migration behind, whose last migration cannot apply: its column is there already.
+      const cluster = await startEmbeddedPostgres({ dir: pgDir, port: pgPort });
+      const database = connectDatabase({ url: cluster.url, driver: "pg" });
+      try {
+        await migrateDatabase(database.db, before);
+        await database.db.execute(sql`alter table webhook_endpoints add column previous_secret text`);
+      } finally {
+        await database.close();
+        await cluster.stop();
+      }
+      const { exited, output } = spawnOrigin({
+        EMBEDDED_PG_DIR: pgDir,
+        EMBEDDED_PG_PORT: String(pgPort),
+        ORIGIN_PORT: String(await freePort()),
+      });
+      expect(await exited).toBe(1);
+      expect(output()).toContain("migration 0048_webhook_secret_rotation failed");
+      // Not left running, holding the data folder and its port for the next start.
+      expect(processesMentioning(pgDir)).toEqual([]);
+    } finally {
+      await killLeftPostgres(pgDir);
+      await rm(before, { recursive: true, force: true });
+      await rm(folder, { recursive: true, force: true });
     }
   }, 90_000);
 
