@@ -362,6 +362,42 @@ describe("origin/main.ts as a process", () => {
     return { origin, exited, output: () => output };
   };
 
+  it.each(["SIGTERM", "SIGINT"] as const)(
+    "stopped by %s while it starts its embedded Postgres, stops that Postgres too and exits 0",
+    async (signal) => {
+      const folder = await mkdtemp(path.join(tmpdir(), "origin-start-stop-"));
+      await chmod(folder, 0o755);
+      const pgDir = path.join(folder, "pg");
+      try {
+        const { origin, exited, output } = spawnOrigin({
+          EMBEDDED_PG_DIR: pgDir,
+          EMBEDDED_PG_PORT: String(await freePort()),
+          ORIGIN_PORT: String(await freePort()),
+        });
+        // The server is up and the origin has not listened yet: it creates the database and migrates.
+        const deadline = Date.now() + 60_000;
+        while (
+          !processesMentioning(pgDir).some((line) => line.includes(`postgres -D ${pgDir}`)) &&
+          Date.now() < deadline
+        ) {
+          await sleep(20);
+        }
+        expect(output()).not.toContain("origin listening");
+        origin.kill(signal);
+        const code = await exited;
+        // Not left running, holding the data folder and its port for the next start.
+        expect(processesMentioning(pgDir)).toEqual([]);
+        expect(code).toBe(0);
+        expect(output()).toContain('"msg":"stopped"');
+        expect(output()).not.toContain("origin listening");
+      } finally {
+        await killLeftPostgres(pgDir);
+        await rm(folder, { recursive: true, force: true });
+      }
+    },
+    90_000,
+  );
+
   it("refused by a migration of its embedded Postgres, names it, exits 1 and stops that Postgres", async () => {
     const folder = await mkdtemp(path.join(tmpdir(), "origin-migration-refused-"));
     await chmod(folder, 0o755);

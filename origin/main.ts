@@ -52,7 +52,30 @@ async function main(): Promise<void> {
   for (const name of SECRET_VARIABLES) delete process.env[name];
   const logger = createLogger(config.logLevel);
 
+  // A SIGINT or SIGTERM before the origin serves is kept until the start reaches a point it can
+  // stop from: ended by the signal there and then, the origin left the embedded Postgres it was
+  // starting (its child) running, holding the data folder and its port. With DATABASE_URL it has
+  // nothing of its own to stop, and the signal ends it at once (a wait at another node's migration
+  // lock with it).
+  let stopAsked: NodeJS.Signals | undefined;
+  let onStop = (signal: NodeJS.Signals): void => {
+    stopAsked ??= signal;
+  };
+  const hearStops = (): void => {
+    for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => onStop(signal));
+  };
+  if (config.database.url === undefined) hearStops();
+
   const opened = await openInfrastructure(config, logger);
+  const stopIfAsked = async (): Promise<void> => {
+    if (stopAsked === undefined) return;
+    logger.info({ signal: stopAsked }, "shutting down");
+    await opened.close();
+    logger.info("stopped");
+    await releaseLog(logger);
+    process.exit(0);
+  };
+  await stopIfAsked();
   const stopAtStart = async (message: string): Promise<never> => {
     process.stderr.write(`origin: ${message}\n`);
     await opened.close();
@@ -68,11 +91,16 @@ async function main(): Promise<void> {
         : composed.error.errors.join("\n"),
     );
   }
+  await stopIfAsked();
   const origin = composed.value;
   const app = origin.app;
   const server = await startHttpServer(app, config.http.host, config.http.port, listenFd).catch(
     (error: unknown) => stopAtStart(errorMessage(error)),
   );
+  if (stopAsked !== undefined) {
+    await server.close();
+    await stopIfAsked();
+  }
   logger.info(
     {
       url: `${server.url}${config.http.basePath}`,
@@ -105,8 +133,8 @@ async function main(): Promise<void> {
     await releaseLog(logger);
     process.exit(0);
   };
-  process.on("SIGINT", () => void shutdown("SIGINT"));
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  onStop = (signal) => void shutdown(signal);
+  if (config.database.url !== undefined) hearStops();
   // Started by the launcher with an IPC channel: if the launcher dies, do not linger as an orphan.
   onParentExit(() => void shutdown("parent-exit"));
 }
