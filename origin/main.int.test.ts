@@ -13,8 +13,8 @@ import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase } from "../testing/database.ts";
 import { startEnclaveProcess } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
-import { provisionedIdentity, seedFreeKeys } from "../testing/seed.ts";
 import { migrationsBefore } from "../testing/migrations-before.ts";
+import { provisionedIdentity, seedFreeKeys } from "../testing/seed.ts";
 import { connectDatabase, queryRows } from "./db/client.ts";
 import { startEmbeddedPostgres } from "./db/embedded.ts";
 import { migrateDatabase } from "./db/migrate.ts";
@@ -339,7 +339,9 @@ describe("origin/main.ts as a process", () => {
 
   /** Kills what is left of an embedded cluster under `folder` (a postmaster a test's origin left running). */
   const killLeftPostgres = async (folder: string): Promise<void> => {
-    const pid = Number((await readFile(path.join(folder, "postmaster.pid"), "utf8").catch(() => "")).split("\n")[0]);
+    const pid = Number(
+      (await readFile(path.join(folder, "postmaster.pid"), "utf8").catch(() => "")).split("\n")[0],
+    );
     if (pid > 0 && processesMentioning(folder).some((line) => line.trim().startsWith(`${pid} `)))
       process.kill(pid, "SIGKILL");
   };
