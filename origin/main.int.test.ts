@@ -2,6 +2,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
@@ -430,6 +431,35 @@ describe("origin/main.ts as a process", () => {
       await killLeftPostgres(pgDir);
       await rm(before, { recursive: true, force: true });
       await rm(folder, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  it("refuses a port another program holds (a second origin), naming ORIGIN_PORT, and an address not of this machine, naming ORIGIN_HOST; exit 1", async () => {
+    const database = await createTestDatabase();
+    const held = createServer();
+    await new Promise<void>((resolve) => held.listen(0, "127.0.0.1", resolve));
+    const heldPort = (held.address() as AddressInfo).port;
+    try {
+      const second = spawnOrigin({ DATABASE_URL: database.url, ORIGIN_PORT: String(heldPort) });
+      expect(await second.exited).toBe(1);
+      expect(second.output()).toContain(
+        `origin: ORIGIN_PORT: 127.0.0.1:${heldPort} is in use by another program`,
+      );
+
+      // 192.0.2.1: TEST-NET-1, never an address of this machine.
+      const elsewhere = spawnOrigin({
+        DATABASE_URL: database.url,
+        ORIGIN_HOST: "192.0.2.1",
+        AGENT_ALLOW_PUBLIC_BIND: "1",
+        ORIGIN_PORT: String(await freePort()),
+      });
+      expect(await elsewhere.exited).toBe(1);
+      expect(elsewhere.output()).toContain(
+        "origin: ORIGIN_HOST: 192.0.2.1 is not an address of this machine",
+      );
+    } finally {
+      await new Promise((resolve) => held.close(resolve));
+      await database.drop();
     }
   }, 90_000);
 

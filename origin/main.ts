@@ -95,7 +95,7 @@ async function main(): Promise<void> {
   const origin = composed.value;
   const app = origin.app;
   const server = await startHttpServer(app, config.http.host, config.http.port, listenFd).catch(
-    (error: unknown) => stopAtStart(errorMessage(error)),
+    (error: unknown) => stopAtStart(listenRefusal(error, config.http)),
   );
   if (stopAsked !== undefined) {
     await server.close();
@@ -137,6 +137,28 @@ async function main(): Promise<void> {
   if (config.database.url !== undefined) hearStops();
   // Started by the launcher with an IPC channel: if the launcher dies, do not linger as an orphan.
   onParentExit(() => void shutdown("parent-exit"));
+}
+
+/**
+ * Why the origin could not listen, naming the variable to change: Node's own message names the
+ * address alone (`listen EADDRINUSE: address already in use 127.0.0.1:8788`), a second origin on
+ * the port included.
+ */
+function listenRefusal(error: unknown, http: { host: string; port: number }): string {
+  const code = error instanceof Error && "code" in error ? String(error.code) : "";
+  const address = `${http.host}:${http.port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return `ORIGIN_PORT: ${address} is in use by another program (another origin?): stop it, or give this origin another ORIGIN_PORT`;
+    case "EACCES":
+      return `ORIGIN_PORT: ${http.port} is a privileged port this user may not listen on: give the origin a port above 1023 (a proxy in front may serve 80 or 443)`;
+    case "EADDRNOTAVAIL":
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return `ORIGIN_HOST: ${http.host} is not an address of this machine (${code}): give ORIGIN_HOST one of its addresses or a name that resolves to one`;
+    default:
+      return errorMessage(error);
+  }
 }
 
 main().catch((error: unknown) => {
