@@ -70,6 +70,8 @@ export type Outbox = {
    * request cut with no answer (main.ts's shutdown).
    */
   releaseReceiptWaits(): void;
+  /** Aborts at releaseReceiptWaits: a presentation waiting on another's settlement ends with it. */
+  stopping: AbortSignal;
   /** Resolves once nothing is queued, on its way to the chain or being recorded (a drain). */
   idle(): Promise<void>;
   /** Follows what is in flight to its end; its worker starts with the money capability's. */
@@ -129,6 +131,7 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
   return {
     submit,
     releaseReceiptWaits: () => stopping.abort(),
+    stopping: stopping.signal,
     async receipt(sent, options) {
       const read = await (await sent.broadcast).receipt;
       if (read) return read;

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
 import { newAccount, rpc } from "../../../devnet/testing.ts";
+import { sleep } from "../../../shared/sleep.ts";
 import { spawnOrigin } from "../../../testing/origin-process.ts";
 import { useMoneyStack } from "../../../testing/stack.ts";
 import { expectRetryPaidOnce } from "../../../testing/x402-paid-once.ts";
@@ -19,7 +20,7 @@ const payTo = newAccount().address.toLowerCase() as Address;
 describe("an origin stopped while a paid x402 request waits for its receipt (real processes)", () => {
   const stack = useMoneyStack({ x402: { amountUnits: AMOUNT, payTo } }, { timeoutMs: 120_000 });
 
-  it("answers it settlement_pending naming the transaction at once, exits 0, and the retry of the same payment is paid, once", async () => {
+  it("answers it, and the same payment presented again meanwhile, settlement_pending naming the transaction at once, exits 0, and the retry is paid, once", async () => {
     const payer = await fundedPayer(stack.devnet.url);
     const origin = await spawnOrigin({ env: stack.processEnv({ AGENT_X402_RECEIPT_TIMEOUT_MS: "60000" }) });
     const demo = `${origin.base}/x402/demo`;
@@ -35,24 +36,30 @@ describe("an origin stopped while a paid x402 request waits for its receipt (rea
     expect(await rpc(stack.devnet.url, "dev_setAutomine", [false])).toMatchObject({ result: true });
     let transaction: string;
     try {
-      const paying = pay(demo, signature).then(
-        (answer) => ({ answer, at: Date.now() }),
-        (error: unknown) => ({ error, at: Date.now() }),
-      );
+      const presented = () =>
+        pay(demo, signature).then(
+          (answer) => ({ answer, at: Date.now() }),
+          (error: unknown) => ({ error, at: Date.now() }),
+        );
+      const paying = presented();
       // Signed, stored and broadcast: the request waits for a receipt the held chain does not give.
       await expect.poll(stored, { timeout: 30_000, interval: 50 }).toMatch(/^0x[0-9a-f]{64}$/);
       transaction = (await stored())!;
+      // The same payment presented again meanwhile waits on that settlement.
+      const again = presented();
+      await sleep(500);
       const stoppedAt = Date.now();
       const exited = origin.stop();
-      const paid = await paying;
-      expect("answer" in paid ? paid.answer.status : paid.error).toBe(402);
-      if (!("answer" in paid)) return;
-      expect(paid.answer.response).toMatchObject({
-        success: false,
-        errorReason: X402_REASONS.settlementPending,
-        transaction,
-      });
-      expect(paid.at - stoppedAt).toBeLessThan(3_000);
+      for (const paid of [await paying, await again]) {
+        expect("answer" in paid ? paid.answer.status : paid.error).toBe(402);
+        if (!("answer" in paid)) return;
+        expect(paid.answer.response).toMatchObject({
+          success: false,
+          errorReason: X402_REASONS.settlementPending,
+          transaction,
+        });
+        expect(paid.at - stoppedAt).toBeLessThan(3_000);
+      }
       expect(await exited).toBe(0);
     } finally {
       await origin.stop();
