@@ -243,6 +243,11 @@ describe("configuration", () => {
     expect(errorsOf({ ...short, AGENT_X402_VALIDITY_MARGIN_SECONDS: "20" })).toEqual([
       "AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (20)",
     ]);
+    // The default margin counts as it is: a node quoting 5 s would refuse every payment with it.
+    expect(errorsOf({ ...x402, AGENT_X402_MAX_TIMEOUT_SECONDS: "5" })).toEqual([
+      "AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (5), and is unset: its default is 6; set a smaller one or raise AGENT_X402_MAX_TIMEOUT_SECONDS",
+    ]);
+    expect(parseConfig({ ...x402, AGENT_X402_MAX_TIMEOUT_SECONDS: "7" }).ok).toBe(true);
     expect(errorsOf({ AGENT_X402_RATE_LIMIT_PER_MINUTE: "0" })).toEqual([
       "AGENT_X402_RATE_LIMIT_PER_MINUTE: must be at least 1",
     ]);

@@ -471,7 +471,11 @@ export function parseConfig(rawEnv: Record<string, string | undefined>): ConfigR
   }
   errors.push(...crossFieldErrors(env));
   if (parsed.success)
-    errors.push(...scheduleWithinRetention(parsed.data), ...faucetDayHoldsAPayout(parsed.data));
+    errors.push(
+      ...scheduleWithinRetention(parsed.data),
+      ...faucetDayHoldsAPayout(parsed.data),
+      ...marginWithinQuote(parsed.data, env),
+    );
   if (errors.length > 0 || !parsed.success) return err([...new Set(errors)]);
   return ok(toConfig(parsed.data));
 }
@@ -527,6 +531,23 @@ function faucetDayHoldsAPayout(env: {
   ];
 }
 
+/**
+ * An authorization must be valid for the margin on both sides of now and for no longer than the
+ * quote's maxTimeoutSeconds: a margin that large would refuse every payment. Judged on the values
+ * the node runs with, the defaults included: read from the environment, an unset margin counted
+ * as 0 and a node quoting 5 s started with its default 6 s, to refuse every payment.
+ */
+function marginWithinQuote(parsed: Env, env: Record<string, string | undefined>): string[] {
+  if (!parsed.AGENT_X402_ENABLED) return [];
+  const margin = parsed.AGENT_X402_VALIDITY_MARGIN_SECONDS;
+  const quoted = demoMaxTimeoutSeconds(parsed.AGENT_X402_MAX_TIMEOUT_SECONDS);
+  if (margin < quoted) return [];
+  const unset = env.AGENT_X402_VALIDITY_MARGIN_SECONDS === undefined;
+  return [
+    `AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (${quoted})${unset ? `, and is unset: its default is ${margin}; set a smaller one or raise AGENT_X402_MAX_TIMEOUT_SECONDS` : ""}`,
+  ];
+}
+
 function crossFieldErrors(env: Record<string, string | undefined>): string[] {
   const errors: string[] = [];
   // Two equal secrets stop the process; one leaked value must not unlock two doors.
@@ -563,17 +584,6 @@ function crossFieldErrors(env: Record<string, string | undefined>): string[] {
   if (env.AGENT_X402_ENABLED === "true") {
     for (const name of ["AGENT_X402_AMOUNT", "AGENT_X402_PAY_TO"] as const) {
       if (!env[name]) errors.push(`${name}: required when AGENT_X402_ENABLED=true`);
-    }
-    // An authorization must be valid for the margin on both sides of now and for no longer than
-    // the quote's maxTimeoutSeconds: a margin that large would refuse every payment.
-    const margin = Number(env.AGENT_X402_VALIDITY_MARGIN_SECONDS ?? 0);
-    const quoted = demoMaxTimeoutSeconds(
-      Number(env.AGENT_X402_MAX_TIMEOUT_SECONDS ?? DEMO_MAX_TIMEOUT_SECONDS),
-    );
-    if (margin >= quoted) {
-      errors.push(
-        `AGENT_X402_VALIDITY_MARGIN_SECONDS: must be below the demo quote's maxTimeoutSeconds (${quoted})`,
-      );
     }
   }
   // A money batch holds its senders' nonce rows through its chain reads (made at once) and then the

@@ -2,6 +2,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { Agent, request } from "node:http";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
@@ -13,8 +14,11 @@ import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase } from "../testing/database.ts";
 import { startEnclaveProcess } from "../testing/enclave-process.ts";
 import { freePort } from "../testing/free-port.ts";
+import { migrationsBefore } from "../testing/migrations-before.ts";
 import { provisionedIdentity, seedFreeKeys } from "../testing/seed.ts";
-import { queryRows } from "./db/client.ts";
+import { connectDatabase, queryRows } from "./db/client.ts";
+import { startEmbeddedPostgres } from "./db/embedded.ts";
+import { migrateDatabase } from "./db/migrate.ts";
 
 /** origin/main.ts as its process runs: from its bundle while current (program-bundles.mjs), else through tsx. */
 const ORIGIN_MAIN = programArgs("origin/main.ts");
@@ -330,6 +334,131 @@ describe("origin/main.ts as a process", () => {
         expect(consoleOf(output())).toBe("https://console.example.test/77/admin/agents");
       });
     } finally {
+      await database.drop();
+    }
+  }, 90_000);
+
+  /** Kills what is left of an embedded cluster under `folder` (a postmaster a test's origin left running). */
+  const killLeftPostgres = async (folder: string): Promise<void> => {
+    const pid = Number(
+      (await readFile(path.join(folder, "postmaster.pid"), "utf8").catch(() => "")).split("\n")[0],
+    );
+    if (pid > 0 && processesMentioning(folder).some((line) => line.trim().startsWith(`${pid} `)))
+      process.kill(pid, "SIGKILL");
+  };
+
+  /** The origin's processes until it exits, its exit code (null: ended by a signal) and its output. */
+  const spawnOrigin = (env: Record<string, string>) => {
+    const { DATABASE_URL: _ownDatabase, ...inherited } = process.env;
+    const origin = spawn(process.execPath, ORIGIN_MAIN, {
+      env: { ...inherited, LOG_LEVEL: "info", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    origin.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    origin.stderr.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => origin.once("exit", (code) => resolve(code)));
+    return { origin, exited, output: () => output };
+  };
+
+  it.each(["SIGTERM", "SIGINT"] as const)(
+    "stopped by %s while it starts its embedded Postgres, stops that Postgres too and exits 0",
+    async (signal) => {
+      const folder = await mkdtemp(path.join(tmpdir(), "origin-start-stop-"));
+      await chmod(folder, 0o755);
+      const pgDir = path.join(folder, "pg");
+      try {
+        const { origin, exited, output } = spawnOrigin({
+          EMBEDDED_PG_DIR: pgDir,
+          EMBEDDED_PG_PORT: String(await freePort()),
+          ORIGIN_PORT: String(await freePort()),
+        });
+        // The server is up and the origin has not listened yet: it creates the database and migrates.
+        const deadline = Date.now() + 60_000;
+        while (
+          !processesMentioning(pgDir).some((line) => line.includes(`postgres -D ${pgDir}`)) &&
+          Date.now() < deadline
+        ) {
+          await sleep(20);
+        }
+        expect(output()).not.toContain("origin listening");
+        origin.kill(signal);
+        const code = await exited;
+        // Not left running, holding the data folder and its port for the next start.
+        expect(processesMentioning(pgDir)).toEqual([]);
+        expect(code).toBe(0);
+        expect(output()).toContain('"msg":"stopped"');
+        expect(output()).not.toContain("origin listening");
+      } finally {
+        await killLeftPostgres(pgDir);
+        await rm(folder, { recursive: true, force: true });
+      }
+    },
+    90_000,
+  );
+
+  it("refused by a migration of its embedded Postgres, names it, exits 1 and stops that Postgres", async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), "origin-migration-refused-"));
+    await chmod(folder, 0o755);
+    const pgDir = path.join(folder, "pg");
+    const pgPort = await freePort();
+    const before = await migrationsBefore("0048_webhook_secret_rotation");
+    try {
+      // A cluster one migration behind, whose last migration cannot apply: its column is there already.
+      const cluster = await startEmbeddedPostgres({ dir: pgDir, port: pgPort });
+      const database = connectDatabase({ url: cluster.url, driver: "pg" });
+      try {
+        await migrateDatabase(database.db, before);
+        await database.db.execute(sql`alter table webhook_endpoints add column previous_secret text`);
+      } finally {
+        await database.close();
+        await cluster.stop();
+      }
+      const { exited, output } = spawnOrigin({
+        EMBEDDED_PG_DIR: pgDir,
+        EMBEDDED_PG_PORT: String(pgPort),
+        ORIGIN_PORT: String(await freePort()),
+      });
+      expect(await exited).toBe(1);
+      expect(output()).toContain("migration 0048_webhook_secret_rotation failed");
+      // Not left running, holding the data folder and its port for the next start.
+      expect(processesMentioning(pgDir)).toEqual([]);
+    } finally {
+      await killLeftPostgres(pgDir);
+      await rm(before, { recursive: true, force: true });
+      await rm(folder, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  it("refuses a port another program holds (a second origin), naming ORIGIN_PORT, and an address not of this machine, naming ORIGIN_HOST; exit 1", async () => {
+    const database = await createTestDatabase();
+    const held = createServer();
+    await new Promise<void>((resolve) => held.listen(0, "127.0.0.1", resolve));
+    const heldPort = (held.address() as AddressInfo).port;
+    try {
+      const second = spawnOrigin({ DATABASE_URL: database.url, ORIGIN_PORT: String(heldPort) });
+      expect(await second.exited).toBe(1);
+      expect(second.output()).toContain(
+        `origin: ORIGIN_PORT: 127.0.0.1:${heldPort} is in use by another program`,
+      );
+
+      // 192.0.2.1: TEST-NET-1, never an address of this machine.
+      const elsewhere = spawnOrigin({
+        DATABASE_URL: database.url,
+        ORIGIN_HOST: "192.0.2.1",
+        AGENT_ALLOW_PUBLIC_BIND: "1",
+        ORIGIN_PORT: String(await freePort()),
+      });
+      expect(await elsewhere.exited).toBe(1);
+      expect(elsewhere.output()).toContain(
+        "origin: ORIGIN_HOST: 192.0.2.1 is not an address of this machine",
+      );
+    } finally {
+      await new Promise((resolve) => held.close(resolve));
       await database.drop();
     }
   }, 90_000);

@@ -52,7 +52,30 @@ async function main(): Promise<void> {
   for (const name of SECRET_VARIABLES) delete process.env[name];
   const logger = createLogger(config.logLevel);
 
+  // A SIGINT or SIGTERM before the origin serves is kept until the start reaches a point it can
+  // stop from: ended by the signal there and then, the origin left the embedded Postgres it was
+  // starting (its child) running, holding the data folder and its port. With DATABASE_URL it has
+  // nothing of its own to stop, and the signal ends it at once (a wait at another node's migration
+  // lock with it).
+  let stopAsked: NodeJS.Signals | undefined;
+  let onStop = (signal: NodeJS.Signals): void => {
+    stopAsked ??= signal;
+  };
+  const hearStops = (): void => {
+    for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => onStop(signal));
+  };
+  if (config.database.url === undefined) hearStops();
+
   const opened = await openInfrastructure(config, logger);
+  const stopIfAsked = async (): Promise<void> => {
+    if (stopAsked === undefined) return;
+    logger.info({ signal: stopAsked }, "shutting down");
+    await opened.close();
+    logger.info("stopped");
+    await releaseLog(logger);
+    process.exit(0);
+  };
+  await stopIfAsked();
   const stopAtStart = async (message: string): Promise<never> => {
     process.stderr.write(`origin: ${message}\n`);
     await opened.close();
@@ -68,11 +91,16 @@ async function main(): Promise<void> {
         : composed.error.errors.join("\n"),
     );
   }
+  await stopIfAsked();
   const origin = composed.value;
   const app = origin.app;
   const server = await startHttpServer(app, config.http.host, config.http.port, listenFd).catch(
-    (error: unknown) => stopAtStart(errorMessage(error)),
+    (error: unknown) => stopAtStart(listenRefusal(error, config.http)),
   );
+  if (stopAsked !== undefined) {
+    await server.close();
+    await stopIfAsked();
+  }
   logger.info(
     {
       url: `${server.url}${config.http.basePath}`,
@@ -105,10 +133,32 @@ async function main(): Promise<void> {
     await releaseLog(logger);
     process.exit(0);
   };
-  process.on("SIGINT", () => void shutdown("SIGINT"));
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  onStop = (signal) => void shutdown(signal);
+  if (config.database.url !== undefined) hearStops();
   // Started by the launcher with an IPC channel: if the launcher dies, do not linger as an orphan.
   onParentExit(() => void shutdown("parent-exit"));
+}
+
+/**
+ * Why the origin could not listen, naming the variable to change: Node's own message names the
+ * address alone (`listen EADDRINUSE: address already in use 127.0.0.1:8788`), a second origin on
+ * the port included.
+ */
+function listenRefusal(error: unknown, http: { host: string; port: number }): string {
+  const code = error instanceof Error && "code" in error ? String(error.code) : "";
+  const address = `${http.host}:${http.port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return `ORIGIN_PORT: ${address} is in use by another program (another origin?): stop it, or give this origin another ORIGIN_PORT`;
+    case "EACCES":
+      return `ORIGIN_PORT: ${http.port} is a privileged port this user may not listen on: give the origin a port above 1023 (a proxy in front may serve 80 or 443)`;
+    case "EADDRNOTAVAIL":
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return `ORIGIN_HOST: ${http.host} is not an address of this machine (${code}): give ORIGIN_HOST one of its addresses or a name that resolves to one`;
+    default:
+      return errorMessage(error);
+  }
 }
 
 main().catch((error: unknown) => {

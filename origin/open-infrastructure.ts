@@ -139,7 +139,14 @@ export async function openInfrastructure(
 
 async function openMigratedDatabase(config: Config, logger: Logger): Promise<DatabaseHandle> {
   const database = await openDatabase(config);
-  const { applied, restoredEvents } = await database.unbounded((db) => migrateDatabase(db));
+  // A migration Postgres refuses stops the start: the embedded cluster opened for it stops too,
+  // rather than stay behind the exiting origin, holding its data folder and its port.
+  const { applied, restoredEvents } = await database
+    .unbounded((db) => migrateDatabase(db))
+    .catch(async (error: unknown) => {
+      await database.close();
+      throw error;
+    });
   if (restoredEvents > 0) {
     logger.warn(
       { restored_events: restoredEvents },

@@ -5,6 +5,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { inspect } from "node:util";
+import { stopOwnedClusters } from "../../origin/db/owned-clusters.ts";
 import { asksForHelp } from "../../shared/no-arguments.ts";
 
 /** docs/operations.md#exit-codes-of-the-operator-tools */
@@ -42,8 +43,8 @@ export function errored(message: string): CliOutcome {
 export type CliContext = {
   env: Record<string, string | undefined>;
   /**
-   * Runs `cleanup` on SIGINT or SIGTERM, then exits 130. Without it a signal ends the tool as it
-   * ends any Node process.
+   * Runs `cleanup` on SIGINT or SIGTERM, then exits 130. Without it a signal still ends the tool
+   * with 130, having stopped the embedded Postgres it started (if it did).
    */
   onInterrupt(cleanup: () => Promise<void>): void;
 };
@@ -143,18 +144,25 @@ export function runCli(tool: CliTool): void {
   process.on("unhandledRejection", (thrown) => finish({ thrown }));
   // Node would exit 0 when nothing is left to wait for, though the run never said how it ended.
   process.once("beforeExit", () => finish({ thrown: new Error("the run ended without an outcome (a bug)") }));
+  // Every tool hears SIGINT and SIGTERM: ended by the signal there and then, one that had started
+  // the embedded Postgres (no stack running) left it running on its folder and port, in the way of
+  // the next start. The tool's own cleanup runs first (the restore drill's throwaway enclave).
+  const cleanups: Array<() => Promise<void>> = [];
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      if (exiting) return;
+      exiting = true;
+      process.stderr.write(`${tool.name}: interrupted (${signal})\n`);
+      const code = tool.exitCodes?.interrupted ?? EXIT_CODES.interrupted;
+      void Promise.allSettled(cleanups.map((cleanup) => cleanup()))
+        .then(() => stopOwnedClusters())
+        .finally(() => process.exit(code));
+    });
+  }
   const context: CliContext = {
     env,
     onInterrupt(cleanup) {
-      for (const signal of ["SIGINT", "SIGTERM"] as const) {
-        process.once(signal, () => {
-          if (exiting) return;
-          exiting = true;
-          process.stderr.write(`${tool.name}: interrupted (${signal})\n`);
-          const code = tool.exitCodes?.interrupted ?? EXIT_CODES.interrupted;
-          void cleanup().finally(() => process.exit(code));
-        });
-      }
+      cleanups.push(cleanup);
     },
   };
   const argv = process.argv.slice(2);

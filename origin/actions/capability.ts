@@ -43,6 +43,9 @@ export function createMoneyModule(infra: Infrastructure, money: MoneyRuntime | u
           services && infra.config.features.transfers ? [startApprovedTransfers(services, infra.logger)] : [];
         return [tracker, ...approved];
       },
+      // A paid x402 request waiting for its settlement's receipt is answered settlement_pending
+      // now, before the server's drain: the receipt wait may outlast it (AGENT_X402_RECEIPT_TIMEOUT_MS).
+      endStreams: () => money?.outbox.releaseReceiptWaits(),
       stop: async () => {
         await money?.outbox.idle();
       },

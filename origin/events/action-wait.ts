@@ -32,14 +32,29 @@ export type ActionWaiter = {
    * written now wakes them (the metric origin_events_action_waits).
    */
   held(): number;
+  /**
+   * The origin stops: every wait ends now, and any later one at once, so each request is answered
+   * with its action as it stands rather than cut by the drain's end (main.ts's shutdown).
+   */
+  release(): void;
+  /** Whether release() was called: a wait woken by it must not wait again. */
+  released(): boolean;
 };
 
 export function createActionWaiter(feed: EventFeed, maxWaiting: number = MAX_WAITING): ActionWaiter {
   let waiting = 0;
   let held = 0;
+  let released = false;
+  /** The ends of the waits in progress, for release(). */
+  const ends = new Set<() => void>();
   return {
     waiting: () => waiting,
     held: () => held,
+    released: () => released,
+    release() {
+      released = true;
+      for (const end of [...ends]) end();
+    },
     async watch(agentId, actionId) {
       if (waiting >= maxWaiting) return undefined;
       waiting++;
@@ -64,6 +79,7 @@ export function createActionWaiter(feed: EventFeed, maxWaiting: number = MAX_WAI
         changed(status, ms, signal) {
           return new Promise<void>((resolve) => {
             const done = (): void => {
+              ends.delete(done);
               held--;
               clearTimeout(timer);
               signal.removeEventListener("abort", done);
@@ -79,7 +95,9 @@ export function createActionWaiter(feed: EventFeed, maxWaiting: number = MAX_WAI
             const timer = setTimeout(done, ms);
             signal.addEventListener("abort", done);
             notify = check;
-            check();
+            ends.add(done);
+            if (released) done();
+            else check();
           });
         },
         close() {

@@ -61,6 +61,8 @@ export function createEventsModule(infra: Infrastructure, options: EventsModuleO
       ],
       endStreams() {
         for (const each of open) each.close("shutting_down");
+        // The `?wait=` requests too: each answered with its action as it stands, not cut by the drain.
+        waiter.release();
       },
       async stop() {
         for (const each of open) each.close("shutting_down");

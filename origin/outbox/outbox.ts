@@ -63,6 +63,15 @@ export type Outbox = {
    * and the tracker follows it.
    */
   receipt(sent: SentTransaction, options: { timeoutMs: number }): Promise<ReceiptOutcome | undefined>;
+  /**
+   * The origin stops: every receipt wait ends now, and any later one after its first read, each
+   * undefined as at its timeout (an x402 settle then answers settlement_pending, the next origin's
+   * tracker following the transaction), rather than outlast the server's drain and have its
+   * request cut with no answer (main.ts's shutdown).
+   */
+  releaseReceiptWaits(): void;
+  /** Aborts at releaseReceiptWaits: a presentation waiting on another's settlement ends with it. */
+  stopping: AbortSignal;
   /** Resolves once nothing is queued, on its way to the chain or being recorded (a drain). */
   idle(): Promise<void>;
   /** Follows what is in flight to its end; its worker starts with the money capability's. */
@@ -118,12 +127,15 @@ export function createOutbox(deps: OutboxDeps, domains: OutboxDomains): Outbox {
     },
     { leaseMs, ...deps.tracker },
   );
+  const stopping = new AbortController();
   return {
     submit,
+    releaseReceiptWaits: () => stopping.abort(),
+    stopping: stopping.signal,
     async receipt(sent, options) {
       const read = await (await sent.broadcast).receipt;
       if (read) return read;
-      const receipt = await waitForReceipt(rpc, sent.txHash as Hex, options.timeoutMs);
+      const receipt = await waitForReceipt(rpc, sent.txHash as Hex, options.timeoutMs, stopping.signal);
       if (!receipt) return undefined;
       const recording = { logger, onInFlight, context: "receipt wait" };
       await bookkeep(recording, "recording the receipt", () =>

@@ -124,17 +124,21 @@ export async function bookkeep(
 /** How often a caller waiting for one receipt asks for it. */
 const RECEIPT_POLL_MS = 50;
 
-/** Polls for one transaction's receipt until `timeoutMs` has passed; undefined when none came in time. */
+/**
+ * Polls for one transaction's receipt until `timeoutMs` has passed, or `signal` aborts; undefined
+ * when none came by then.
+ */
 export async function waitForReceipt(
   rpc: JsonRpcUpstream,
   txHash: Hex,
   timeoutMs: number,
+  signal?: AbortSignal,
 ): Promise<ReceiptOutcome | undefined> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const receipt = await sendRpcCall(rpc, ethGetTransactionReceipt(txHash));
     if (receipt.ok && receipt.value) return receipt.value;
-    if (Date.now() >= deadline) return undefined;
-    await sleep(RECEIPT_POLL_MS);
+    if (Date.now() >= deadline || signal?.aborted) return undefined;
+    await sleep(RECEIPT_POLL_MS, signal);
   }
 }

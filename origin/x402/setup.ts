@@ -103,6 +103,7 @@ export function buildX402Runtime(params: {
       receiptTimeoutMs: config.x402.receiptTimeoutMs,
       // The node's one outbox, shared with money: settlements and transfers leave in signing order.
       outbox: money.outbox,
+      stopping: money.outbox.stopping,
       chainAuthorizationUsed: chainAuthorizationUsed(createPayerFactsReader(rpc)),
     }),
   };

@@ -84,6 +84,11 @@ type PresentationDeps = {
    * unless the settlement says so already. Absent: answered from the settlement as it stands.
    */
   chainAuthorizationUsed?: ChainAuthorizationUsed;
+  /**
+   * Aborts when the origin stops: the wait ends as at its deadline, answered as the settlement
+   * stands, rather than outlast the server's drain and have its request cut with no answer.
+   */
+  stopping?: AbortSignal;
 };
 type Presented = {
   authorization: PaymentKey;
@@ -129,10 +134,11 @@ async function awaitPresentation(
           where payer = ${payer} and nonce = ${authorization.nonce}`,
     );
     // Past the deadline even a released claim is answered as pending: a payment that others keep
-    // claiming and letting go is not presented again forever.
-    if (!row && options.released && Date.now() <= options.deadline) return "released";
+    // claiming and letting go is not presented again forever. An origin stopping is past it.
+    const past = Date.now() > options.deadline || deps.stopping?.aborted === true;
+    if (!row && options.released && !past) return "released";
     const final = row && row.status !== "claimed" && row.status !== "submitted";
-    if (final || Date.now() > options.deadline) {
+    if (final || past) {
       const tx = row?.tx_hash ?? "";
       const duplicate = (reason: X402Reason): SettleOutcome => ({
         kind: "duplicate",
@@ -175,7 +181,7 @@ async function awaitPresentation(
         ? { ...ended, response: usedElsewhereAnswer(ended.response) }
         : ended;
     }
-    await sleep(POLL_MS);
+    await sleep(POLL_MS, deps.stopping);
   }
 }
 

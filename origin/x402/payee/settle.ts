@@ -95,6 +95,11 @@ export type SettlerDeps = {
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
   /**
+   * The origin stops (the outbox's `stopping`): a presentation waiting on another's settlement is
+   * answered as it stands, settlement_pending while it is in flight (earlier-presentation.ts).
+   */
+  stopping?: AbortSignal;
+  /**
    * Asked by a presentation answered from an earlier settlement that moved nothing, whether
    * another transaction used its authorization (earlier-presentation.ts); absent, not asked.
    */
