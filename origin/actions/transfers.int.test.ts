@@ -14,6 +14,7 @@ import type { StackAgent } from "../../testing/money-stack.ts";
 import { parsePrometheusText } from "../../testing/prometheus.ts";
 import { deployRevertingContract } from "../../testing/reverting-contract.ts";
 import { useMoneyStack } from "../../testing/stack.ts";
+import { requestHash } from "../agent-actions/repository.ts";
 import { queryRows } from "../db/client.ts";
 
 // POST /agent/v1/transfers against the real stack (origin, enclave, devnet, Postgres): what an
@@ -192,6 +193,30 @@ describe("transfers (real stack)", () => {
     }
     expect(await balance(agent.wallet)).toBe(before);
     expect(await count("agent_actions")).toBe(actionsBefore);
+  });
+
+  it("answers a repeat of a key an earlier release recorded for a transfer to a precompile's address with that action, never the 400 that reads as nothing sent", async () => {
+    // A row as an origin of the release before this refusal wrote it, taken (here refused by the
+    // chain) while origins restart one by one: this release cannot write one, so it is inserted.
+    // Mutation: refusing the recipient before looking the key up answers 400 validation_failed.
+    const agent = await stack.newAgent({ units: 1_000_000n });
+    const to = `0x${"0".repeat(38)}01`;
+    const body = { idempotency_key: newKey(), to, amount: "1000" };
+    const [row] = await queryRows<{ action_id: string }>(
+      stack.db.handle.db,
+      sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, amount_units, to_address,
+            status, error_code, error_message)
+          values (${agent.agentId}, 'transfer', ${body.idempotency_key},
+            ${requestHash("transfer", { to, amount: body.amount })}, 1000, ${to}, 'failed',
+            'broadcast_refused', 'the chain refused the signed transaction')
+          returning action_id`,
+    );
+    const calls = agentCalls(stack.origin.base, agent.token);
+    const repeat = await calls.transfer(body);
+    expect(repeat.status, JSON.stringify(repeat.body)).toBe(422);
+    expect(repeat.body).toMatchObject({ error: { code: "broadcast_refused", action_id: row!.action_id } });
+    // A new key to the same address is refused before anything is written.
+    expect((await calls.transfer({ ...body, idempotency_key: newKey() })).status).toBe(400);
   });
 
   it("the policy check denies, by the node's rule node.recipient, each recipient the transfer refuses 400, whatever the policy; it allows another", async () => {

@@ -73,9 +73,6 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
     const agent = c.get("agent");
     const to = body.to.toLowerCase();
     const amount = BigInt(body.amount);
-    // Refusals that depend on nothing but the request: answered before anything is written.
-    const refused = recipientRefusal(to, services.operatorPool);
-    if (refused !== undefined) throw new AppError("validation_failed", refused);
     const claim = {
       agentId: agent.agentId,
       kind: "transfer" as const,
@@ -84,11 +81,15 @@ export function transfersHandler(services: MoneyServices): Handler<AppEnv> {
       amountUnits: amount,
       toAddress: to,
     };
-    // The allowlist is the node's configuration, which changes (origin by origin, as they restart):
-    // a repeat of a key recorded while `to` was allowed is that request, and answers what it came
-    // to (a transfer that may have moved the money, or a conflict), never a refusal that reads as
-    // nothing paid. Only a key never used is refused here, before anything is written.
-    if (allowlist && !allowlist.has(to) && !(await findActionByKey(services.db, claim))) {
+    // Refusals that depend on nothing but the request, answered before anything is written: only
+    // to a key never used. The allowlist is the node's configuration, and these rules are the
+    // release's, both changing origin by origin as they restart: a repeat of a key recorded while
+    // `to` was taken is that request, and answers what it came to (a transfer that may have moved
+    // the money, or a conflict), never a refusal that reads as nothing paid.
+    const refused = recipientRefusal(to, services.operatorPool);
+    const offList = allowlist !== null && !allowlist.has(to);
+    if ((refused !== undefined || offList) && !(await findActionByKey(services.db, claim))) {
+      if (refused !== undefined) throw new AppError("validation_failed", refused);
       throw new AppError("recipient_not_allowed", "this node only transfers to its allowlisted recipients");
     }
     return runMoneyAction(c, services, claim, (actionId) =>
