@@ -363,6 +363,20 @@ describe("configuration", () => {
     ]);
   });
 
+  it("refuses an AGENT_PUBLIC_BASE_URL with a query or a fragment, which every x402 resource URL would carry in its middle", () => {
+    for (const value of [
+      "https://wallet.example.com/77?x=1",
+      "https://wallet.example.com/77#top",
+      "https://wallet.example.com/77?",
+    ]) {
+      expect(errorsOf({ AGENT_PUBLIC_BASE_URL: value }), value).toEqual([
+        "AGENT_PUBLIC_BASE_URL: must have no query or fragment (a resource's own path and query follow it)",
+      ]);
+    }
+    const config = parseConfig({ AGENT_PUBLIC_BASE_URL: "https://wallet.example.com/77/" });
+    expect(config.ok && config.value.http.publicBaseUrl).toBe("https://wallet.example.com/77");
+  });
+
   it("refuses an IP address as CONSOLE_RP_ID, as it says, and takes a host name", () => {
     for (const value of ["127.0.0.1", "10.0.0.5", "0.0.0.0"]) {
       expect(errorsOf({ CONSOLE_RP_ID: value }), value).toEqual([

@@ -263,7 +263,14 @@ const envSchema = z.object({
    * Ours: the public base URL clients reach this node at (scheme, host, port and BASE_PATH), e.g.
    * https://wallet.example.com/77; names the resource in x402 quotes.
    */
-  AGENT_PUBLIC_BASE_URL: httpUrl("must be an http(s) URL").optional(),
+  AGENT_PUBLIC_BASE_URL: httpUrl("must be an http(s) URL")
+    // A resource's path and query are put after it: a query or fragment of its own garbled every
+    // x402 quote's resource URL (`…/77?x=1/x402/demo`).
+    .refine(
+      (value) => !/[?#]/.test(value),
+      "must have no query or fragment (a resource's own path and query follow it)",
+    )
+    .optional(),
   /**
    * Ours: the console's WebAuthn relying party id, what an operator's passkey is bound to
    * (docs/operations.md#passkeys); default `localhost` on a loopback listener, else ORIGIN_HOST, or
