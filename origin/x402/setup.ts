@@ -27,6 +27,8 @@ export type X402Runtime = {
   settlerAddress: string;
   /** The enclave's payee key's address (null: none), which signs offers and receipts when it is payTo. */
   payeeAddress: string | null;
+  /** Aborts when the origin stops (the outbox's): a presentation's wait on another's settlement ends. */
+  stopping: AbortSignal;
 };
 
 /** Every way this node's x402 configuration differs from the sealed policy, one line each. */
@@ -94,6 +96,7 @@ export function buildX402Runtime(params: {
     operatorPool: money.operatorPool,
     settlerAddress,
     payeeAddress: sealed.payee?.payeeAddress.toLowerCase() ?? null,
+    stopping: money.outbox.stopping,
     settler: createSettler({
       db: params.db,
       settler: { address: settlerAddress, keyRef: sealed.settler.settlerKeyRef },

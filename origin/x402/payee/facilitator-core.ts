@@ -313,6 +313,8 @@ export function createFacilitator({
         receiptTimeoutMs,
         chainAuthorizationUsed: authorizationUsed,
         validityMarginSeconds: verifyDeps.validityMarginSeconds,
+        // An id's second presentation waits on its first's settlement: at shutdown, no longer.
+        stopping: runtime.stopping,
       },
       idRequest({ ...payment, paymentId }),
       async () => {

@@ -21,6 +21,8 @@ export type SettleOncePerIdDeps = {
   chainAuthorizationUsed: ChainAuthorizationUsed;
   /** AGENT_X402_VALIDITY_MARGIN_SECONDS: past validBefore and this, an unused authorization stays unused. */
   validityMarginSeconds: number;
+  /** Aborts when the origin stops: the wait on the id's earlier settlement ends (earlier-presentation.ts). */
+  stopping?: AbortSignal;
 };
 
 /** What a settle came to, and the nonce of the settlement that answers it (its status route's). */
