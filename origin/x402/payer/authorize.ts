@@ -46,6 +46,7 @@ import type { AppEnv } from "../../http/env.ts";
 import { parseJsonValue, readJsonBody } from "../../http/json-body.ts";
 import { policyDenied } from "../../policy/refusal.ts";
 import { type PolicyState, readPolicyState } from "../../policy/store.ts";
+import { CLIENT_FAILURE } from "../../signer/failure-class.ts";
 import { KEY_BINDING_MISMATCH, keyUnavailable } from "../../signer/key-binding.ts";
 import { refusalDetailAmong } from "../../signer/refusal-detail.ts";
 import type { SignerClient, SignerFailure } from "../../signer/types.ts";
@@ -500,6 +501,15 @@ function signerRefusal(
     case undefined:
       // Without a sealed bound named, key_purpose_mismatch means the enclave holds no such key.
       if (failure.code === "key_purpose_mismatch") return keyUnavailable("wallet");
+      // A request the enclave answered too late may still be signed there, and counted against the
+      // key's sealed daily count (durable before a signature leaves), though nobody holds it: the
+      // agent near its limit must not be told nothing was signed (as a transfer's is not: not-signed.ts).
+      if (failure.code === CLIENT_FAILURE.timeout) {
+        return {
+          code: "agent_signer_unavailable",
+          message: `the signer did not answer in time (${failure.code}): nothing was stored or sent, though a signature it made meanwhile may still count against the wallet's sealed daily x402 limit; retry with the same nonce (and idempotency_key), which answers once the signer does`,
+        };
+      }
       return {
         code: "agent_signer_unavailable",
         message: `the signer cannot sign this authorization (${failure.code}); nothing was signed: retry with the same nonce (and idempotency_key), which signs it once the signer can`,
