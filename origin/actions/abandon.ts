@@ -18,7 +18,7 @@ export const ABANDON_REQUESTED_AFTER_MS = 10 * 60_000;
 export const abandonStatement = preparedStatement<"abandonAfter">(
   "tracker_abandon",
   sql`update agent_actions set status = 'failed', error_code = 'abandoned',
-        error_message = 'nothing was signed and the request was not retried in time: send it again with a new idempotency_key',
+        error_message = 'nothing signed for it was kept or sent (a signer that answered too late may have counted it), and the request was not retried in time: send it again with a new idempotency_key',
         updated_at = now()
       where action_id in (
         select action_id from agent_actions

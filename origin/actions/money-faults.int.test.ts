@@ -165,7 +165,7 @@ describe("money movement under faults (real processes)", () => {
     expect(repeat.body).toMatchObject({
       error: {
         code: "abandoned",
-        message: expect.stringMatching(/nothing was signed.*new idempotency_key/),
+        message: expect.stringMatching(/nothing signed for it was kept or sent.*new idempotency_key/),
         action_id: expect.any(String),
       },
     });

@@ -821,7 +821,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       expect(repeat.body).toMatchObject({
         error: {
           code: "abandoned",
-          message: expect.stringMatching(/nothing was signed.*new idempotency_key/),
+          message: expect.stringMatching(/nothing signed for it was kept or sent.*new idempotency_key/),
           action_id: (await actionOf())!.action_id,
         },
       });
