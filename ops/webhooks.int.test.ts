@@ -15,7 +15,9 @@ import {
 } from "../origin/webhooks/signing.ts";
 import { sleep } from "../shared/sleep.ts";
 import { createTestDatabase, type TestDatabase } from "../testing/database.ts";
+import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
+import { programArgs } from "./lib/program-bundles.mjs";
 
 describe("npm run webhooks (operator CLI)", () => {
   let testDb: TestDatabase;
@@ -366,6 +368,53 @@ describe("npm run webhooks -- add-key / retire-key beside another change of the 
     expect(run.stderr).toBe(
       `webhooks: ${file}.lock is left by process ${gone}, which no longer runs: check the key file, remove the lock and run again\n`,
     );
+    expect(await snapshot(dir)).toEqual(before);
+  });
+
+  it("a change whose lock could not be written (a full disk) leaves no lock the next one waits on", async () => {
+    // A write refused for real: under `ulimit -f 0` every write to a file fails (EFBIG, as ENOSPC
+    // on a full disk), and the tool's first is its lock's. The lock made empty and written after
+    // was left empty, and every later change waited 10 s on it and said another change ran.
+    const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-cut-"));
+    const file = path.join(dir, "webhook-signing.key");
+    await ensureWebhookSigningKeyFile(file);
+    const [first] = await kids(file);
+    const cut = spawnSync(
+      "sh",
+      [
+        "-c",
+        'ulimit -f 0; exec "$0" "$@"',
+        process.execPath,
+        ...programArgs(path.resolve(REPO_ROOT, "ops/webhooks.ts")),
+        "add-key",
+      ],
+      { env: { ...process.env, ...env(file) }, encoding: "utf8", timeout: 60_000 },
+    );
+    expect(cut.status, cut.stderr).toBe(1);
+    expect(cut.stderr).toMatch(/^webhooks: cannot make \S+\.lock\S* \(EFBIG\)\n$/);
+    expect(await kids(file)).toEqual([first!]);
+    const started = Date.now();
+    const next = await runTool("ops/webhooks.ts", ["add-key"], { env: env(file), timeoutMs: 60_000 });
+    expect(next.code, next.stderr).toBe(0);
+    expect(Date.now() - started).toBeLessThan(8_000);
+    const kid = /key (\S+) added/.exec(next.stdout)![1]!;
+    expect(await kids(file)).toEqual([first!, kid].sort());
+    expect(await readdir(dir)).toEqual(["webhook-signing.key"]);
+  });
+
+  it("an empty lock, which no change makes, is refused at once naming it; the file is untouched", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-empty-"));
+    const file = path.join(dir, "webhook-signing.key");
+    await ensureWebhookSigningKeyFile(file);
+    await writeFile(`${file}.lock`, "", { mode: 0o600 });
+    const before = await snapshot(dir);
+    const started = Date.now();
+    const run = await runTool("ops/webhooks.ts", ["add-key"], { env: env(file), timeoutMs: 60_000 });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(
+      `webhooks: ${file}.lock names no process: check the key file, remove the lock and run again\n`,
+    );
+    expect(Date.now() - started).toBeLessThan(8_000);
     expect(await snapshot(dir)).toEqual(before);
   });
 });

@@ -14,7 +14,7 @@ import {
   sign,
 } from "node:crypto";
 import { existsSync } from "node:fs";
-import { chown, mkdir, readFile, rename, stat, unlink, writeFile } from "node:fs/promises";
+import { chown, link, mkdir, readFile, rename, stat, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { err, ok, type Result } from "../../shared/result.ts";
 import { sleep } from "../../shared/sleep.ts";
@@ -187,31 +187,49 @@ const KEY_FILE_LOCK_WAIT_MS = 10_000;
 const KEY_FILE_LOCK_POLL_MS = 25;
 
 /**
- * Takes `FILE.lock` (made with O_EXCL, holding this process's id) for a change of the key file:
- * held from the read to the rename, so two changes at once (an add-key beside a retire-key, say)
- * cannot each write the file as they read it, one dropping the key the other added or bringing
- * back the key the other retired. Waits while a running process holds it; a lock whose process is
- * gone (killed mid-change) is refused naming it, for the operator to remove, rather than taken
- * over by guess. Returns the release.
+ * Takes `FILE.lock` (holding this process's id) for a change of the key file: held from the read
+ * to the rename, so two changes at once (an add-key beside a retire-key, say) cannot each write
+ * the file as they read it, one dropping the key the other added or bringing back the key the
+ * other retired. Waits while a running process holds it; a lock whose process is gone (killed
+ * mid-change) is refused naming it, for the operator to remove, rather than taken over by guess.
+ * Returns the release.
+ *
+ * The lock appears with its id already in it: the id is written to `FILE.lock.PID` and that file
+ * is linked to the lock's name, which fails while a lock is there. Made with O_EXCL and written
+ * after, a lock whose write failed (a full disk) or whose process was killed between the two was
+ * left empty, and every later change waited 10 s on it and said "held by process ?: another
+ * change of the key file runs", though nothing ran.
  */
 export async function lockWebhookKeyFile(
   file: string,
   waitMs = KEY_FILE_LOCK_WAIT_MS,
 ): Promise<Result<() => Promise<void>, { message: string }>> {
   const lock = `${file}.lock`;
+  const mine = `${lock}.${process.pid}`;
   const deadline = Date.now() + waitMs;
   for (;;) {
+    // Made anew for each try and removed at once, so a tool stopped while it waits leaves nothing.
+    let linked: NodeJS.ErrnoException | undefined;
     try {
-      await writeFile(lock, `${process.pid}\n`, { mode: 0o600, flag: "wx" });
-      return ok(() => unlink(lock).catch(() => undefined));
+      await writeFile(mine, `${process.pid}\n`, { mode: 0o600 });
+      await link(mine, lock);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
-        const code = (error as NodeJS.ErrnoException).code ?? "error";
-        return err({ message: `cannot make ${lock} (${code})` });
-      }
+      linked = error as NodeJS.ErrnoException;
+    } finally {
+      // The lock, when taken, is its own link to the same file.
+      await unlink(mine).catch(() => undefined);
     }
-    const holder = Number.parseInt(await readFile(lock, "utf8").catch(() => ""), 10);
-    // Between its creation and its write the file is empty: a holder about to write its id.
+    if (!linked) return ok(() => unlink(lock).catch(() => undefined));
+    if (linked.code !== "EEXIST") {
+      return err({ message: `cannot make ${lock} (${linked.code ?? "error"})` });
+    }
+    const held = await readFile(lock, "utf8").catch(() => undefined);
+    const holder = Number.parseInt(held ?? "", 10);
+    // Never empty when a change made it: one that is was left by something that could not say
+    // who it was, and nothing will remove it.
+    if (held !== undefined && !(Number.isSafeInteger(holder) && holder > 0)) {
+      return err({ message: `${lock} names no process: check the key file, remove the lock and run again` });
+    }
     if (Number.isSafeInteger(holder) && holder > 0 && !processRuns(holder)) {
       return err({
         message: `${lock} is left by process ${holder}, which no longer runs: check the key file, remove the lock and run again`,
