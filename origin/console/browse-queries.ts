@@ -233,10 +233,17 @@ export async function search(db: Db, query: string): Promise<SearchResult> {
     return { query, read_as: "uuid", matches: rows };
   }
   if (WALLET.test(lower)) {
+    // An agent's wallet names the agent (its page lists its payments); any other payer's, the x402
+    // settlements it paid this node, newest first: a buyer asking about its payment names its wallet.
     const rows = await queryRows<Match>(
       db,
       sql`select 'agent' as kind, agent_id::text as id, 'wallet of agent ' || agent_id as label
-            from agent_identities where assigned_wallet = ${lower}`,
+            from agent_identities where assigned_wallet = ${lower}
+          union all
+          (select 'settlement', s.id::text, 'x402 settlement paid by this wallet' from x402_settlements s
+            where s.payer = ${lower}
+              and not exists (select 1 from agent_identities i where i.assigned_wallet = ${lower})
+            order by s.created_at desc, s.id desc limit ${MAX_MATCHES})`,
     );
     return { query, read_as: "wallet", matches: rows };
   }
