@@ -189,6 +189,51 @@ describe("the operator console page in a browser", () => {
     await page.close();
   });
 
+  it("offers no enable for a revoked agent, and an enable typed in for one says it stays revoked", async () => {
+    const registered = await send(`${origin.base}/agent/v1/register`, {
+      method: "POST",
+      headers: {
+        [HEADER_REGISTRATION]: "1",
+        [HEADER_EDGE_SECRET]: EDGE_SECRET,
+        [HEADER_REGISTRATION_IP]: "81.5.0.2",
+      },
+      body: "{}",
+    });
+    expect(registered.status).toBe(201);
+    const revoked = registered.body as typeof agent;
+    // Disabled, then revoked for good, through the console API.
+    for (const action of ["disable", "revoke"]) {
+      const changed = await send(`${origin.base}/admin/agents/registration/identity`, {
+        method: "POST",
+        headers: {
+          "x-admin-api-token": secrets.adminToken,
+          "x-registration-admin-token": secrets.changeToken,
+        },
+        body: JSON.stringify({ agent_id: revoked.agent_id, action, reason: "leaked token" }),
+      });
+      expect(changed.status).toBe(200);
+    }
+    const page = await context.newPage();
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    await open(page, "registration");
+    const row = page.locator("#identities tr", { hasText: revoked.agent_id });
+    await expect.poll(() => row.textContent()).toContain("revoked");
+    expect(await row.locator("button").count()).toBe(0);
+
+    await page.fill("#identity-agent", revoked.agent_id);
+    await page.selectOption("#identity-action", "enable");
+    await page.fill("#identity-reason", "typed in by hand");
+    await page.click("#identity-form button[type=submit]");
+    await expect
+      .poll(() => page.textContent("#identity-form .form-message"))
+      .toBe(`${revoked.agent_id}: disabled → enabled, but it stays revoked: its token is refused for good.`);
+    const refused = await send(`${origin.base}/agent/v1/network`, {
+      headers: { authorization: `Bearer ${revoked.token}` },
+    });
+    expect(refused.status).toBe(401);
+    await page.close();
+  });
+
   it("adds a webhook endpoint (its secret shown once), shows its delivery, Replay sends it again under the same webhook-id, and Rotate secret gives it a new one, shown once, the next delivery's only v1", async () => {
     const page = await context.newPage();
     const problems: string[] = [];
