@@ -476,4 +476,81 @@ describe("the operator console page in a browser", () => {
     await page.screenshot({ path: PHONE_SCREENSHOT, fullPage: true });
     await page.close();
   });
+
+  it("shows every agent once when Older agents is clicked twice before the next page has come", async () => {
+    // More agents than a page holds (50): seeded as an operator's, a second of a minute apart.
+    await testDb.handle.db.execute(sql`
+      insert into agent_identities (assigned_wallet, agent_transfer_key_ref, capabilities, origin, created_at)
+      select '0x' || lpad(to_hex(g), 40, 'e'), lpad(to_hex(g), 64, 'e'), array['read'], 'operator',
+             now() - make_interval(secs => g)
+      from generate_series(1, 60) g`);
+    const [{ n: agents }] = (await queryRows<{ n: number }>(
+      testDb.handle.db,
+      sql`select count(*)::int as n from agent_identities`,
+    )) as [{ n: number }];
+    const page = await context.newPage();
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    const older = { sent: 0, answered: 0 };
+    const isOlder = (url: string) => url.includes("/identities?") && url.includes("cursor=");
+    page.on("request", (request) => {
+      if (isOlder(request.url())) older.sent++;
+    });
+    page.on("requestfinished", (request) => {
+      if (isOlder(request.url())) older.answered++;
+    });
+    await open(page, "agents");
+    const rows = page.locator("#agent-list tbody tr");
+    await expect.poll(() => rows.count()).toBe(50);
+    await page.locator("#agent-list-more").waitFor();
+    // Two clicks in one go, as an impatient double-click sends them.
+    await page.evaluate(
+      "(() => { const more = document.getElementById('agent-list-more'); more.click(); more.click(); })()",
+    );
+    await page.locator("#agent-list-more").waitFor({ state: "hidden" });
+    // Every page asked for has been answered and drawn: the list is every agent, once.
+    await expect.poll(() => older.answered > 0 && older.answered === older.sent).toBe(true);
+    await expect.poll(() => rows.count()).toBeGreaterThan(50);
+    const shown = await rows.locator("td:first-child").allTextContents();
+    expect(new Set(shown).size).toBe(shown.length);
+    expect(shown).toHaveLength(agents);
+    await page.close();
+  });
+
+  it("shows every held action once when Older held actions is clicked twice before the next page has come", async () => {
+    // More held transfers than the approvals page shows at once (20), written as the gateway holds one.
+    await testDb.handle.db.execute(sql`
+      insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status, amount_units, to_address,
+                                 hold_rule, created_at)
+      select ${agent.agent_id}, 'transfer', 'held-' || g, 'h', 'held', 3000000,
+             '0x00000000000000000000000000000000000000b1', 'per_transfer', now() - make_interval(secs => g)
+      from generate_series(1, 25) g`);
+    const [{ n: held }] = (await queryRows<{ n: number }>(
+      testDb.handle.db,
+      sql`select count(*)::int as n from agent_actions where status = 'held'`,
+    )) as [{ n: number }];
+    const page = await context.newPage();
+    const older = { sent: 0, answered: 0 };
+    const isOlder = (url: string) => url.includes("/actions?status=held") && url.includes("cursor=");
+    page.on("request", (request) => {
+      if (isOlder(request.url())) older.sent++;
+    });
+    page.on("requestfinished", (request) => {
+      if (isOlder(request.url())) older.answered++;
+    });
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    await open(page, "approvals");
+    const cards = page.locator("#held-list button[id^='approve-']");
+    await expect.poll(() => cards.count()).toBe(20);
+    await page.locator("#held-list-more").waitFor();
+    await page.evaluate(
+      "(() => { const more = document.getElementById('held-list-more'); more.click(); more.click(); })()",
+    );
+    await page.locator("#held-list-more").waitFor({ state: "hidden" });
+    await expect.poll(() => older.answered > 0 && older.answered === older.sent).toBe(true);
+    await expect.poll(() => cards.count()).toBeGreaterThan(20);
+    const shown = await cards.evaluateAll((buttons) => buttons.map((button) => button.id));
+    expect(new Set(shown).size).toBe(shown.length);
+    expect(shown).toHaveLength(held);
+    await page.close();
+  });
 });

@@ -3,7 +3,7 @@
 // keeps the tokens; nothing here sees them). A classic script: globalThis.ConsolePages.create(ctx).
 
 (() => {
-  const { el, table, definitions, short, time } = globalThis.ConsoleWidgets;
+  const { el, table, definitions, short, time, pageLoader } = globalThis.ConsoleWidgets;
   const { href } = globalThis.ConsoleRouter;
   const $ = (id) => document.getElementById(id);
   const link = (section, id, text) => el("a", { href: href(section, id) }, text || short(id));
@@ -45,14 +45,16 @@
     let rows = [];
     let cursor = null;
     const draw = () => $(target).replaceChildren(render(rows, empty));
-    async function load(first) {
-      const separator = path.includes("?") ? "&" : "?";
-      const page = await api(first ? path : `${path}${separator}cursor=${encodeURIComponent(cursor)}`);
-      rows = first ? page.items : rows.concat(page.items);
-      cursor = page.next_cursor;
-      $(more).hidden = cursor === null;
-      draw();
-    }
+    const separator = path.includes("?") ? "&" : "?";
+    const load = pageLoader(
+      (first) => api(first ? path : `${path}${separator}cursor=${encodeURIComponent(cursor)}`),
+      (page, first) => {
+        rows = first ? page.items : rows.concat(page.items);
+        cursor = page.next_cursor;
+        $(more).hidden = cursor === null;
+        draw();
+      },
+    );
     return { first: () => load(true), next: () => load(false) };
   }
 
