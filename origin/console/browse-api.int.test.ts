@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -116,6 +117,36 @@ describe("the console's search and paged lists", () => {
       { kind: "agent", id: agent!.agentId, label: `wallet of agent ${agent!.agentId}` },
     ]);
     await testDb.handle.db.execute(sql`delete from x402_settlements where payer = ${stranger}`);
+  });
+
+  it("finds an action by an idempotency key shaped as a UUID or a transaction hash, exact as the agent chose it", async () => {
+    const [agent] = made;
+    const uuidKey = randomUUID();
+    const hashKey = `0x${"5e".repeat(32)}`;
+    // Actions written as the gateway writes them, under keys the agent chose.
+    const [uuidAction, hashAction] = await queryRows<{ action_id: string }>(
+      testDb.handle.db,
+      sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status)
+          values (${agent!.agentId}, 'transfer', ${uuidKey}, 'h', 'confirmed'),
+                 (${agent!.agentId}, 'faucet', ${hashKey}, 'h', 'confirmed')
+          returning action_id::text as action_id`,
+    );
+    const byUuidKey = searchResultSchema.parse((await calls().get(`/search?q=${uuidKey}`)).body);
+    expect(byUuidKey).toMatchObject({
+      read_as: "uuid",
+      matches: [{ kind: "action", id: uuidAction!.action_id }],
+    });
+    const byHashKey = searchResultSchema.parse((await calls().get(`/search?q=${hashKey}`)).body);
+    expect(byHashKey).toMatchObject({
+      read_as: "tx_hash",
+      matches: [{ kind: "action", id: hashAction!.action_id }],
+    });
+    // Keys are case-sensitive: the same UUID in capitals is no key of this agent's.
+    const upper = searchResultSchema.parse((await calls().get(`/search?q=${uuidKey.toUpperCase()}`)).body);
+    expect(upper.matches).toEqual([]);
+    await testDb.handle.db.execute(
+      sql`delete from agent_actions where idempotency_key in (${uuidKey}, ${hashKey})`,
+    );
   });
 
   it("lists the actions in one state (held: what waits for an approval), of all agents or one, newest first", async () => {
