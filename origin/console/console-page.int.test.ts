@@ -553,4 +553,38 @@ describe("the operator console page in a browser", () => {
     expect(shown).toHaveLength(held);
     await page.close();
   });
+
+  it("shows the agent the address names when the page of one opened before answers after it", async () => {
+    // A second agent, seeded as an operator's; the first's page answers slowly.
+    const [other] = await queryRows<{ agent_id: string }>(
+      testDb.handle.db,
+      sql`insert into agent_identities (assigned_wallet, agent_transfer_key_ref, capabilities, origin)
+          values (${`0x${"d7".repeat(20)}`}, ${"d7".repeat(32)}, array['read'], 'operator')
+          returning agent_id::text as agent_id`,
+    );
+    const page = await context.newPage();
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    // Stands for a slow answer (the chain's balance read, a loaded node): held 1.5 s in the browser.
+    const slow = `/admin/agents/identities/${agent.agent_id}`;
+    await page.route(
+      (url) => url.pathname.endsWith(slow),
+      async (route) => {
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        await route.continue();
+      },
+    );
+    const slowAnswered = page.waitForEvent("requestfinished", (request) => request.url().endsWith(slow));
+    // The first agent's page, then, before it has answered, the second's.
+    await page.evaluate(`location.hash = "#/agents/${agent.agent_id}"`);
+    await page.evaluate(`location.hash = "#/agents/${other!.agent_id}"`);
+    await expect.poll(() => page.textContent("#agent-title")).toBe(`Agent ${other!.agent_id}`);
+    await slowAnswered;
+    // Time for a late answer to be drawn, were it drawn.
+    await page.waitForTimeout(500);
+    expect(await page.textContent("#agent-title")).toBe(`Agent ${other!.agent_id}`);
+    expect(await cell(page, "agent-identity", "wallet").textContent()).toBe(`0x${"d7".repeat(20)}`);
+    // What its Disable would act on.
+    expect(await page.getAttribute("#agent-change-form", "data-agent")).toBe(other!.agent_id);
+    await page.close();
+  });
 });

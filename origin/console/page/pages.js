@@ -41,7 +41,7 @@
   ];
 
   /** A paged list: the first page, then "older" appends the next one. */
-  function pagedList({ api, path, target, more, render, empty }) {
+  function pagedList({ api, path, target, more, render, empty, current }) {
     let rows = [];
     let cursor = null;
     const draw = () => $(target).replaceChildren(render(rows, empty));
@@ -49,6 +49,7 @@
     const load = pageLoader(
       (first) => api(first ? path : `${path}${separator}cursor=${encodeURIComponent(cursor)}`),
       (page, first) => {
+        if (current && !current()) return;
         rows = first ? page.items : rows.concat(page.items);
         cursor = page.next_cursor;
         $(more).hidden = cursor === null;
@@ -127,9 +128,14 @@
 
     let agentActions = null;
     let shownAgent = null;
+    // The agent page asked for last: an answer for one asked before it (a slow chain read while
+    // the operator moved on) is not drawn over it, nor are its actions.
+    let agentAsked = 0;
 
     async function agent(id) {
+      const asked = ++agentAsked;
       const data = await api(`/identities/${id}`);
+      if (asked !== agentAsked) return;
       shownAgent = data.identity;
       $("agent-title").textContent = `Agent ${id}`;
       const identity = data.identity;
@@ -198,6 +204,7 @@
         target: "agent-actions",
         more: "agent-actions-more",
         empty: "no action yet",
+        current: () => asked === agentAsked,
         render: (rows, empty) =>
           table(
             ACTION_HEADERS,
