@@ -82,6 +82,7 @@ export function createAdminAuth(params: AdminAuthParams): AdminAuth {
       throw rateLimited(blocked.retryAfterSeconds);
     }
   };
+  const noCredential = (): AppError => new AppError("admin_auth_failed", "admin authentication failed");
   const changesOff = (): AppError =>
     new AppError("feature_disabled", "console changes need AGENT_REGISTRATION_ADMIN_SECRET on this node");
 
@@ -102,15 +103,20 @@ export function createAdminAuth(params: AdminAuthParams): AdminAuth {
         await next();
         return;
       }
-      const readOk = matchesRead(presented((name) => c.req.header(name)).read);
+      const read = presented((name) => c.req.header(name)).read;
+      const change = c.req.header(HEADER_REGISTRATION_ADMIN_TOKEN);
+      const readOk = matchesRead(read);
       // Always computed, so a right read token with a wrong change token takes the same time.
-      const changeOk = matchesChange
-        ? matchesChange(c.req.header(HEADER_REGISTRATION_ADMIN_TOKEN))
-        : matchesRead(undefined);
+      const changeOk = matchesChange ? matchesChange(change) : matchesRead(undefined);
       if (readOk && needsChange && !matchesChange) {
         // Only an operator holding the read token learns that this node takes no changes.
         throw changesOff();
       }
+      // No credential at all guesses none: the same 401, counted as no failure. Another site's
+      // image tags send none (no page can set these headers on a request to another origin), and
+      // where the browser marks them as no other (plain http at a name of the operator's network
+      // gets no Sec-Fetch-Site, an image no Origin) they would otherwise lock the operator out.
+      if (read === undefined && change === undefined) throw noCredential();
       if (!readOk || (needsChange && !changeOk)) throw failure(c);
       c.set("operator", null);
       await next();

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -9,6 +10,7 @@ import { consoleCalls, consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { provisionedIdentity, seedFreeKeys } from "../../testing/seed.ts";
+import { queryRows } from "../db/client.ts";
 
 // The console's browsing routes against the real origin and Postgres: the paged lists walk every
 // row once, newest first; search lands on what a query names by its shape; a malformed query is a
@@ -82,6 +84,69 @@ describe("the console's search and paged lists", () => {
     ]);
     const none = searchResultSchema.parse((await calls().get(`/search?q=0x${"ab".repeat(32)}`)).body);
     expect(none).toMatchObject({ read_as: "tx_hash", matches: [] });
+  });
+
+  it("finds the x402 settlements a wallet that is no agent's paid, newest first, by that wallet (any case)", async () => {
+    const stranger = `0x${"c3".repeat(20)}`;
+    // Settlement rows as the settler leaves them (seeded: no chain is needed to find them).
+    const settle = (nonce: string, status: string, at: string) =>
+      testDb.handle.db.execute(sql`insert into x402_settlements (payer, nonce, pay_to, amount_units,
+          requirement_hash, payload_hash, valid_after, valid_before, signature, status, created_at)
+        values (${stranger}, ${`0x${nonce.repeat(64)}`}, ${`0x${"42".repeat(20)}`}, 10000, 'r', 'p', 0, 1, '0x',
+          ${status}, ${at})`);
+    await settle("1", "failed", "2026-01-01T00:00:00Z");
+    await settle("2", "settled", "2026-01-02T00:00:00Z");
+    const [older, newer] = await queryRows<{ id: string }>(
+      testDb.handle.db,
+      sql`select id from x402_settlements where payer = ${stranger} order by created_at`,
+    );
+    const found = searchResultSchema.parse(
+      (await calls().get(`/search?q=${stranger.toUpperCase().replace("0X", "0x")}`)).body,
+    );
+    expect(found).toMatchObject({
+      read_as: "wallet",
+      matches: [
+        { kind: "settlement", id: newer!.id },
+        { kind: "settlement", id: older!.id },
+      ],
+    });
+    // An agent's wallet still names the agent alone.
+    const [agent] = made;
+    const byAgent = searchResultSchema.parse((await calls().get(`/search?q=${agent!.wallet}`)).body);
+    expect(byAgent.matches).toEqual([
+      { kind: "agent", id: agent!.agentId, label: `wallet of agent ${agent!.agentId}` },
+    ]);
+    await testDb.handle.db.execute(sql`delete from x402_settlements where payer = ${stranger}`);
+  });
+
+  it("finds an action by an idempotency key shaped as a UUID or a transaction hash, exact as the agent chose it", async () => {
+    const [agent] = made;
+    const uuidKey = randomUUID();
+    const hashKey = `0x${"5e".repeat(32)}`;
+    // Actions written as the gateway writes them, under keys the agent chose.
+    const [uuidAction, hashAction] = await queryRows<{ action_id: string }>(
+      testDb.handle.db,
+      sql`insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status)
+          values (${agent!.agentId}, 'transfer', ${uuidKey}, 'h', 'confirmed'),
+                 (${agent!.agentId}, 'faucet', ${hashKey}, 'h', 'confirmed')
+          returning action_id::text as action_id`,
+    );
+    const byUuidKey = searchResultSchema.parse((await calls().get(`/search?q=${uuidKey}`)).body);
+    expect(byUuidKey).toMatchObject({
+      read_as: "uuid",
+      matches: [{ kind: "action", id: uuidAction!.action_id }],
+    });
+    const byHashKey = searchResultSchema.parse((await calls().get(`/search?q=${hashKey}`)).body);
+    expect(byHashKey).toMatchObject({
+      read_as: "tx_hash",
+      matches: [{ kind: "action", id: hashAction!.action_id }],
+    });
+    // Keys are case-sensitive: the same UUID in capitals is no key of this agent's.
+    const upper = searchResultSchema.parse((await calls().get(`/search?q=${uuidKey.toUpperCase()}`)).body);
+    expect(upper.matches).toEqual([]);
+    await testDb.handle.db.execute(
+      sql`delete from agent_actions where idempotency_key in (${uuidKey}, ${hashKey})`,
+    );
   });
 
   it("lists the actions in one state (held: what waits for an approval), of all agents or one, newest first", async () => {

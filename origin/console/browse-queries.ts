@@ -211,13 +211,35 @@ const MAX_MATCHES = 20;
 type Match = SearchResult["matches"][number];
 
 /**
- * What a query names, by its shape: a UUID is an agent, an action or a settlement id; 20 bytes of
+ * What a query names, by its shape (and, whatever the shape, the actions it is the idempotency key
+ * of): a UUID is an agent, an action or a settlement id; 20 bytes of
  * hex a wallet (an agent's, or a settlement's payer); 32 bytes of hex a transaction (an action's
  * or a settlement's); anything else an idempotency key, which each agent chooses, so it may name
  * several actions (found through agent_actions_idempotency_key_idx, whatever the agent). Exact
  * matches only: each read is one index lookup.
  */
 export async function search(db: Db, query: string): Promise<SearchResult> {
+  const found = await searchByShape(db, query);
+  if (found.read_as === "idempotency_key") return found;
+  // Whatever its shape, the query may be an idempotency key as well: each agent chooses its keys,
+  // and a UUID (or a hash) is a common choice. Exact, as typed (keys are case-sensitive).
+  const seen = new Set(found.matches.map((match) => `${match.kind}:${match.id}`));
+  const byKey = (await actionsByIdempotencyKey(db, query)).filter(
+    (match) => !seen.has(`${match.kind}:${match.id}`),
+  );
+  return { ...found, matches: [...found.matches, ...byKey].slice(0, MAX_MATCHES) };
+}
+
+/** The actions an idempotency key names, newest first (agent_actions_idempotency_key_idx). */
+function actionsByIdempotencyKey(db: Db, key: string): Promise<Match[]> {
+  return queryRows<Match>(
+    db,
+    sql`select 'action' as kind, action_id::text as id, kind || ' action of agent ' || agent_id as label
+        from agent_actions where idempotency_key = ${key} order by created_at desc limit ${MAX_MATCHES}`,
+  );
+}
+
+async function searchByShape(db: Db, query: string): Promise<SearchResult> {
   const lower = query.toLowerCase();
   if (isUuid(lower)) {
     const rows = await queryRows<Match>(
@@ -233,10 +255,17 @@ export async function search(db: Db, query: string): Promise<SearchResult> {
     return { query, read_as: "uuid", matches: rows };
   }
   if (WALLET.test(lower)) {
+    // An agent's wallet names the agent (its page lists its payments); any other payer's, the x402
+    // settlements it paid this node, newest first: a buyer asking about its payment names its wallet.
     const rows = await queryRows<Match>(
       db,
       sql`select 'agent' as kind, agent_id::text as id, 'wallet of agent ' || agent_id as label
-            from agent_identities where assigned_wallet = ${lower}`,
+            from agent_identities where assigned_wallet = ${lower}
+          union all
+          (select 'settlement', s.id::text, 'x402 settlement paid by this wallet' from x402_settlements s
+            where s.payer = ${lower}
+              and not exists (select 1 from agent_identities i where i.assigned_wallet = ${lower})
+            order by s.created_at desc, s.id desc limit ${MAX_MATCHES})`,
     );
     return { query, read_as: "wallet", matches: rows };
   }
@@ -253,10 +282,5 @@ export async function search(db: Db, query: string): Promise<SearchResult> {
     );
     return { query, read_as: "tx_hash", matches: rows };
   }
-  const rows = await queryRows<Match>(
-    db,
-    sql`select 'action' as kind, action_id::text as id, kind || ' action of agent ' || agent_id as label
-        from agent_actions where idempotency_key = ${query} order by created_at desc limit ${MAX_MATCHES}`,
-  );
-  return { query, read_as: "idempotency_key", matches: rows };
+  return { query, read_as: "idempotency_key", matches: await actionsByIdempotencyKey(db, query) };
 }

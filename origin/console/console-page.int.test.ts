@@ -189,6 +189,51 @@ describe("the operator console page in a browser", () => {
     await page.close();
   });
 
+  it("offers no enable for a revoked agent, and an enable typed in for one says it stays revoked", async () => {
+    const registered = await send(`${origin.base}/agent/v1/register`, {
+      method: "POST",
+      headers: {
+        [HEADER_REGISTRATION]: "1",
+        [HEADER_EDGE_SECRET]: EDGE_SECRET,
+        [HEADER_REGISTRATION_IP]: "81.5.0.2",
+      },
+      body: "{}",
+    });
+    expect(registered.status).toBe(201);
+    const revoked = registered.body as typeof agent;
+    // Disabled, then revoked for good, through the console API.
+    for (const action of ["disable", "revoke"]) {
+      const changed = await send(`${origin.base}/admin/agents/registration/identity`, {
+        method: "POST",
+        headers: {
+          "x-admin-api-token": secrets.adminToken,
+          "x-registration-admin-token": secrets.changeToken,
+        },
+        body: JSON.stringify({ agent_id: revoked.agent_id, action, reason: "leaked token" }),
+      });
+      expect(changed.status).toBe(200);
+    }
+    const page = await context.newPage();
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    await open(page, "registration");
+    const row = page.locator("#identities tr", { hasText: revoked.agent_id });
+    await expect.poll(() => row.textContent()).toContain("revoked");
+    expect(await row.locator("button").count()).toBe(0);
+
+    await page.fill("#identity-agent", revoked.agent_id);
+    await page.selectOption("#identity-action", "enable");
+    await page.fill("#identity-reason", "typed in by hand");
+    await page.click("#identity-form button[type=submit]");
+    await expect
+      .poll(() => page.textContent("#identity-form .form-message"))
+      .toBe(`${revoked.agent_id}: disabled → enabled, but it stays revoked: its token is refused for good.`);
+    const refused = await send(`${origin.base}/agent/v1/network`, {
+      headers: { authorization: `Bearer ${revoked.token}` },
+    });
+    expect(refused.status).toBe(401);
+    await page.close();
+  });
+
   it("adds a webhook endpoint (its secret shown once), shows its delivery, Replay sends it again under the same webhook-id, and Rotate secret gives it a new one, shown once, the next delivery's only v1", async () => {
     const page = await context.newPage();
     const problems: string[] = [];
@@ -429,6 +474,117 @@ describe("the operator console page in a browser", () => {
     expect(identities.scroll).toBeGreaterThan(identities.client);
     await mkdir(path.dirname(PHONE_SCREENSHOT), { recursive: true });
     await page.screenshot({ path: PHONE_SCREENSHOT, fullPage: true });
+    await page.close();
+  });
+
+  it("shows every agent once when Older agents is clicked twice before the next page has come", async () => {
+    // More agents than a page holds (50): seeded as an operator's, a second of a minute apart.
+    await testDb.handle.db.execute(sql`
+      insert into agent_identities (assigned_wallet, agent_transfer_key_ref, capabilities, origin, created_at)
+      select '0x' || lpad(to_hex(g), 40, 'e'), lpad(to_hex(g), 64, 'e'), array['read'], 'operator',
+             now() - make_interval(secs => g)
+      from generate_series(1, 60) g`);
+    const [{ n: agents }] = (await queryRows<{ n: number }>(
+      testDb.handle.db,
+      sql`select count(*)::int as n from agent_identities`,
+    )) as [{ n: number }];
+    const page = await context.newPage();
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    const older = { sent: 0, answered: 0 };
+    const isOlder = (url: string) => url.includes("/identities?") && url.includes("cursor=");
+    page.on("request", (request) => {
+      if (isOlder(request.url())) older.sent++;
+    });
+    page.on("requestfinished", (request) => {
+      if (isOlder(request.url())) older.answered++;
+    });
+    await open(page, "agents");
+    const rows = page.locator("#agent-list tbody tr");
+    await expect.poll(() => rows.count()).toBe(50);
+    await page.locator("#agent-list-more").waitFor();
+    // Two clicks in one go, as an impatient double-click sends them.
+    await page.evaluate(
+      "(() => { const more = document.getElementById('agent-list-more'); more.click(); more.click(); })()",
+    );
+    await page.locator("#agent-list-more").waitFor({ state: "hidden" });
+    // Every page asked for has been answered and drawn: the list is every agent, once.
+    await expect.poll(() => older.answered > 0 && older.answered === older.sent).toBe(true);
+    await expect.poll(() => rows.count()).toBeGreaterThan(50);
+    const shown = await rows.locator("td:first-child").allTextContents();
+    expect(new Set(shown).size).toBe(shown.length);
+    expect(shown).toHaveLength(agents);
+    await page.close();
+  });
+
+  it("shows every held action once when Older held actions is clicked twice before the next page has come", async () => {
+    // More held transfers than the approvals page shows at once (20), written as the gateway holds one.
+    await testDb.handle.db.execute(sql`
+      insert into agent_actions (agent_id, kind, idempotency_key, request_hash, status, amount_units, to_address,
+                                 hold_rule, created_at)
+      select ${agent.agent_id}, 'transfer', 'held-' || g, 'h', 'held', 3000000,
+             '0x00000000000000000000000000000000000000b1', 'per_transfer', now() - make_interval(secs => g)
+      from generate_series(1, 25) g`);
+    const [{ n: held }] = (await queryRows<{ n: number }>(
+      testDb.handle.db,
+      sql`select count(*)::int as n from agent_actions where status = 'held'`,
+    )) as [{ n: number }];
+    const page = await context.newPage();
+    const older = { sent: 0, answered: 0 };
+    const isOlder = (url: string) => url.includes("/actions?status=held") && url.includes("cursor=");
+    page.on("request", (request) => {
+      if (isOlder(request.url())) older.sent++;
+    });
+    page.on("requestfinished", (request) => {
+      if (isOlder(request.url())) older.answered++;
+    });
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    await open(page, "approvals");
+    const cards = page.locator("#held-list button[id^='approve-']");
+    await expect.poll(() => cards.count()).toBe(20);
+    await page.locator("#held-list-more").waitFor();
+    await page.evaluate(
+      "(() => { const more = document.getElementById('held-list-more'); more.click(); more.click(); })()",
+    );
+    await page.locator("#held-list-more").waitFor({ state: "hidden" });
+    await expect.poll(() => older.answered > 0 && older.answered === older.sent).toBe(true);
+    await expect.poll(() => cards.count()).toBeGreaterThan(20);
+    const shown = await cards.evaluateAll((buttons) => buttons.map((button) => button.id));
+    expect(new Set(shown).size).toBe(shown.length);
+    expect(shown).toHaveLength(held);
+    await page.close();
+  });
+
+  it("shows the agent the address names when the page of one opened before answers after it", async () => {
+    // A second agent, seeded as an operator's; the first's page answers slowly.
+    const [other] = await queryRows<{ agent_id: string }>(
+      testDb.handle.db,
+      sql`insert into agent_identities (assigned_wallet, agent_transfer_key_ref, capabilities, origin)
+          values (${`0x${"d7".repeat(20)}`}, ${"d7".repeat(32)}, array['read'], 'operator')
+          returning agent_id::text as agent_id`,
+    );
+    const page = await context.newPage();
+    await signIn(page, { admin: secrets.adminToken, change: secrets.changeToken });
+    // Stands for a slow answer (the chain's balance read, a loaded node): held 1.5 s in the browser.
+    const slow = `/admin/agents/identities/${agent.agent_id}`;
+    await page.route(
+      (url) => url.pathname.endsWith(slow),
+      async (route) => {
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        await route.continue();
+      },
+    );
+    const slowAnswered = page.waitForEvent("requestfinished", (request) => request.url().endsWith(slow));
+    // The first agent's page, then, before it has answered, the second's.
+    await page.evaluate(`location.hash = "#/agents/${agent.agent_id}"`);
+    await page.evaluate(`location.hash = "#/agents/${other!.agent_id}"`);
+    await expect.poll(() => page.textContent("#agent-title")).toBe(`Agent ${other!.agent_id}`);
+    await slowAnswered;
+    // Time for a late answer to be drawn, were it drawn.
+    await page.waitForTimeout(500);
+    expect(await page.textContent("#agent-title")).toBe(`Agent ${other!.agent_id}`);
+    expect(await cell(page, "agent-identity", "wallet").textContent()).toBe(`0x${"d7".repeat(20)}`);
+    // What its Disable would act on.
+    expect(await page.getAttribute("#agent-change-form", "data-agent")).toBe(other!.agent_id);
     await page.close();
   });
 });

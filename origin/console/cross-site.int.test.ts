@@ -6,6 +6,7 @@ import { createTestDatabase, type TestDatabase } from "../../testing/database.ts
 import { send } from "../../testing/http.ts";
 import { type LoopbackServer, startLoopbackServer } from "../../testing/loopback-server.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
+import { ADMIN_AUTH_FAILURES } from "./admin-auth.ts";
 
 // A page of another origin, open in the operator's browser, makes that browser send requests to
 // the console, in a real headless Chromium against the real origin. It can read no answer and send
@@ -33,14 +34,30 @@ describe("the console's API requested by a page of another origin (real Chromium
     testDb = await createTestDatabase();
     origin = await startTestOrigin({
       database: testDb.handle,
-      env: { ...secrets.env },
+      // The console's name on the operator's network (lan.test below): plain http, not localhost.
+      env: { ...secrets.env, CONSOLE_ALLOWED_HOSTS: "lan.test" },
       onLogLine: (line) => logLines.push(line),
     });
     const api = `${origin.base}/admin/agents`;
     // Another origin (another port): image tags for a console read, and sign-ins posted as text,
     // which a page may send anywhere without asking; the title says when all were answered.
-    elsewhere = await startLoopbackServer(async (_request, response) => {
+    elsewhere = await startLoopbackServer(async (request, response) => {
       response.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      // The same image tags, for a console the operator opens by a name of their network.
+      const lanApi = `http://lan.test:${new URL(origin.url).port}${origin.deps.config.http.basePath}/admin/agents`;
+      if (request.url === "/lan") {
+        response.end(
+          `<!doctype html><title>elsewhere</title>
+           <script>
+             Promise.all(Array.from({ length: ${REQUESTS} }, (_, i) => new Promise((done) => {
+               const image = new Image();
+               image.onload = image.onerror = done;
+               image.src = ${JSON.stringify(`${lanApi}/operations`)} + "?n=" + i;
+             }))).then(() => { document.title = "sent"; });
+           </script>`,
+        );
+        return;
+      }
       response.end(
         `<!doctype html><title>elsewhere</title>
          <script>
@@ -191,5 +208,38 @@ describe("the console's API requested by a page of another origin (real Chromium
     expect((named.body as { error: { message: string } }).error.message).toContain("CONSOLE_ALLOWED_HOSTS");
     const metrics = await send(`${origin.base}/metrics`, { headers: { host: `rebind.test:${port}` } });
     expect(metrics.status).toBe(403);
+  });
+
+  // A console reached over plain http by a name that is not localhost (a name of the operator's
+  // network, CONSOLE_ALLOWED_HOSTS; Chromium resolves it to loopback by a resolver rule, standing
+  // for the network's DNS) is no trustworthy origin: a browser sends it no Sec-Fetch-Site, and an
+  // image tag sends no Origin either, so another site's image tags look like a tool that sent no
+  // token. A request that presents no credential guesses none: it is 401, counted as no failure.
+  it("counts no failure for a request that presents no credential (a page's image tags to a console on plain http by a LAN name): the operator is not locked out", async () => {
+    const lan = await launchBrowser({ extraArgs: ["--host-resolver-rules=MAP lan.test 127.0.0.1"] });
+    const before = logLines.length;
+    try {
+      const page = await (await lan.newContext()).newPage();
+      await page.goto(`${elsewhere.url}/lan`);
+      await page.waitForFunction("document.title === 'sent'");
+    } finally {
+      await lan.close();
+    }
+    const answered = logLines
+      .slice(before)
+      .map((line) => JSON.parse(line) as { msg?: string; status?: number })
+      .filter((line) => line.msg === "request")
+      .map((line) => line.status);
+    // Nothing told them from a tool's request: each the 401 of a missing token, none a 429.
+    expect(answered).toEqual(Array.from({ length: REQUESTS }, () => 401));
+    // The operator, from the same address, by the same name.
+    const port = new URL(origin.url).port;
+    const operator = consoleCalls(origin.base, { admin: secrets.adminToken });
+    expect((await operator.get("/operations", { headers: { host: `lan.test:${port}` } })).status).toBe(200);
+    // A wrong token is still a counted guess: past the limit, the address is 429.
+    const guesser = consoleCalls(origin.base, { admin: "0".repeat(64) });
+    for (let i = 0; i < ADMIN_AUTH_FAILURES.limit; i++)
+      expect((await guesser.get("/operations")).status).toBe(401);
+    expect((await guesser.get("/operations")).status).toBe(429);
   });
 });

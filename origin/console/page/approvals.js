@@ -5,7 +5,7 @@
 // cannot make one. A classic script: globalThis.ConsoleApprovals.create(ctx).
 
 (() => {
-  const { el, definitions, time } = globalThis.ConsoleWidgets;
+  const { el, definitions, time, pageLoader } = globalThis.ConsoleWidgets;
   const { href } = globalThis.ConsoleRouter;
   const { webauthnFailure } = globalThis.ConsolePasskeys;
   const $ = (id) => document.getElementById(id);
@@ -56,14 +56,16 @@
       await load(true);
     }
 
-    async function load(first) {
-      const after = first ? "" : `&cursor=${encodeURIComponent(cursor)}`;
-      const page = await api(`/actions?status=held&limit=${PAGE}${after}`);
-      rows = first ? page.items : rows.concat(page.items);
-      cursor = page.next_cursor;
-      $("held-list-more").hidden = cursor === null;
-      await draw();
-    }
+    const load = pageLoader(
+      (first) =>
+        api(`/actions?status=held&limit=${PAGE}${first ? "" : `&cursor=${encodeURIComponent(cursor)}`}`),
+      async (page, first) => {
+        rows = first ? page.items : rows.concat(page.items);
+        cursor = page.next_cursor;
+        $("held-list-more").hidden = cursor === null;
+        await draw();
+      },
+    );
 
     async function draw() {
       if (rows.length === 0) {

@@ -237,22 +237,26 @@
             state,
             time(identity.created_at),
             short(identity.ip_group),
-            el(
-              "button",
-              {
-                type: "button",
-                "data-agent": identity.agent_id,
-                "data-action": action,
-                // Read only: nothing to prepare a change for.
-                ...(canChange() ? {} : { disabled: "" }),
-                onclick: () => {
-                  $("identity-agent").value = identity.agent_id;
-                  $("identity-action").value = action;
-                  $("identity-reason").focus();
-                },
-              },
-              action === "disable" ? "Disable…" : "Enable…",
-            ),
+            // A revoked agent is offered no change, as on its own page: an enable would set a flag
+            // while its token stays refused for good.
+            identity.revoked
+              ? ""
+              : el(
+                  "button",
+                  {
+                    type: "button",
+                    "data-agent": identity.agent_id,
+                    "data-action": action,
+                    // Read only: nothing to prepare a change for.
+                    ...(canChange() ? {} : { disabled: "" }),
+                    onclick: () => {
+                      $("identity-agent").value = identity.agent_id;
+                      $("identity-action").value = action;
+                      $("identity-reason").focus();
+                    },
+                  },
+                  action === "disable" ? "Disable…" : "Enable…",
+                ),
           ];
         }),
         "no public identity yet",
@@ -808,10 +812,14 @@
       });
       $("identity-reason").value = "";
       await refresh();
+      const said = result.changed
+        ? `${agentId}: ${result.before.enabled ? "enabled" : "disabled"} → ${result.after.enabled ? "enabled" : "disabled"}`
+        : `${agentId} was already ${result.after.enabled ? "enabled" : "disabled"}: nothing changed`;
+      // The agent id may be typed in: an enabled flag does not bring a revoked agent back.
       say(
-        result.changed
-          ? `${agentId}: ${result.before.enabled ? "enabled" : "disabled"} → ${result.after.enabled ? "enabled" : "disabled"}`
-          : `${agentId} was already ${result.after.enabled ? "enabled" : "disabled"}: nothing changed.`,
+        result.revoked
+          ? `${said}, but it stays revoked: its token is refused for good.`
+          : `${said}${result.changed ? "" : "."}`,
         "ok",
         "identity-message",
       );

@@ -3,7 +3,7 @@
 // keeps the tokens; nothing here sees them). A classic script: globalThis.ConsolePages.create(ctx).
 
 (() => {
-  const { el, table, definitions, short, time } = globalThis.ConsoleWidgets;
+  const { el, table, definitions, short, time, pageLoader } = globalThis.ConsoleWidgets;
   const { href } = globalThis.ConsoleRouter;
   const $ = (id) => document.getElementById(id);
   const link = (section, id, text) => el("a", { href: href(section, id) }, text || short(id));
@@ -41,18 +41,21 @@
   ];
 
   /** A paged list: the first page, then "older" appends the next one. */
-  function pagedList({ api, path, target, more, render, empty }) {
+  function pagedList({ api, path, target, more, render, empty, current }) {
     let rows = [];
     let cursor = null;
     const draw = () => $(target).replaceChildren(render(rows, empty));
-    async function load(first) {
-      const separator = path.includes("?") ? "&" : "?";
-      const page = await api(first ? path : `${path}${separator}cursor=${encodeURIComponent(cursor)}`);
-      rows = first ? page.items : rows.concat(page.items);
-      cursor = page.next_cursor;
-      $(more).hidden = cursor === null;
-      draw();
-    }
+    const separator = path.includes("?") ? "&" : "?";
+    const load = pageLoader(
+      (first) => api(first ? path : `${path}${separator}cursor=${encodeURIComponent(cursor)}`),
+      (page, first) => {
+        if (current && !current()) return;
+        rows = first ? page.items : rows.concat(page.items);
+        cursor = page.next_cursor;
+        $(more).hidden = cursor === null;
+        draw();
+      },
+    );
     return { first: () => load(true), next: () => load(false) };
   }
 
@@ -125,9 +128,14 @@
 
     let agentActions = null;
     let shownAgent = null;
+    // The agent page asked for last: an answer for one asked before it (a slow chain read while
+    // the operator moved on) is not drawn over it, nor are its actions.
+    let agentAsked = 0;
 
     async function agent(id) {
+      const asked = ++agentAsked;
       const data = await api(`/identities/${id}`);
+      if (asked !== agentAsked) return;
       shownAgent = data.identity;
       $("agent-title").textContent = `Agent ${id}`;
       const identity = data.identity;
@@ -196,6 +204,7 @@
         target: "agent-actions",
         more: "agent-actions-more",
         empty: "no action yet",
+        current: () => asked === agentAsked,
         render: (rows, empty) =>
           table(
             ACTION_HEADERS,

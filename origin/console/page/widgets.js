@@ -44,5 +44,30 @@
     typeof value === "string" && value.length > 20 ? `${value.slice(0, 10)}…${value.slice(-6)}` : value;
   const time = (value) => (value ? value.replace("T", " ").replace(/\.\d+Z$/, "Z") : null);
 
-  globalThis.ConsoleWidgets = Object.freeze({ el, table, definitions, short, time });
+  /**
+   * A paged list's loads, one at a time: `read(first)` asks for a page, `show(page, first)` adds it.
+   * "Older" asked again while a page is on its way is that same load (two would read the same
+   * cursor and show its rows twice); the first page asked again (the list reopened) supersedes an
+   * older page still on its way, which is then not added.
+   */
+  function pageLoader(read, show) {
+    let pending = null;
+    let generation = 0;
+    return (first) => {
+      if (!first && pending) return pending;
+      const mine = ++generation;
+      const run = (async () => {
+        try {
+          const page = await read(first);
+          if (mine === generation) await show(page, first);
+        } finally {
+          if (pending === run) pending = null;
+        }
+      })();
+      pending = run;
+      return run;
+    };
+  }
+
+  globalThis.ConsoleWidgets = Object.freeze({ el, table, definitions, short, time, pageLoader });
 })();
