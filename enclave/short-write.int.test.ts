@@ -20,16 +20,17 @@ import { expectOk, RawEnclaveClient } from "./testing/raw-client.ts";
 /** The journal's records, and so the limit, stay far below its 256 KiB: appends reach it in turn. */
 const FILE_SIZE_LIMIT_KIB = 16;
 
+/** `enclave serve` on the fixture's folder and socket, as a command line from the program on. */
+function serveArgs(fixture: EnclaveFixture): string[] {
+  return [
+    ...programArgs(join(REPO_ROOT, "enclave/main.ts")),
+    ...["serve", "--socket", fixture.socketPath, "--data-dir", fixture.dataDir],
+  ];
+}
+
 /** The enclave program on the fixture's folder and socket, writing no byte past the limit. */
 async function startLimited(fixture: EnclaveFixture): Promise<ChildProcess> {
-  const args = [
-    ...programArgs(join(REPO_ROOT, "enclave/main.ts")),
-    "serve",
-    "--socket",
-    fixture.socketPath,
-    "--data-dir",
-    fixture.dataDir,
-  ];
+  const args = serveArgs(fixture);
   const child = spawn(
     "sh",
     ["-c", `ulimit -f ${FILE_SIZE_LIMIT_KIB} && exec "$0" "$@"`, process.execPath, ...args],
@@ -115,16 +116,7 @@ describe("a folder's first state write taken in part (real process under a file 
     // The start writes its own payee key and then its first state: the disk takes that in part.
     const limited = spawn(
       "prlimit",
-      [
-        `--fsize=${FIRST_WRITE_LIMIT_BYTES}`,
-        process.execPath,
-        ...programArgs(join(REPO_ROOT, "enclave/main.ts")),
-        "serve",
-        "--socket",
-        fixture.socketPath,
-        "--data-dir",
-        fixture.dataDir,
-      ],
+      [`--fsize=${FIRST_WRITE_LIMIT_BYTES}`, process.execPath, ...serveArgs(fixture)],
       { cwd: REPO_ROOT, stdio: ["ignore", "ignore", "ignore"], env: { ...process.env, LOG_LEVEL: "warn" } },
     );
     const code = await new Promise((resolve) => limited.once("exit", resolve));
