@@ -37,7 +37,7 @@ export type PolicyRouteDeps = {
   clock: Clock;
   /** Seals and stores changes; absent where the enclave is not configured (the PATCH is then disabled). */
   change: PolicyChangeDeps | undefined;
-  /** The node's side of a transfer's check (capability.ts transferChecks); absent with transfers off. */
+  /** The node's side of a transfer's check (actions/transfer-checks.ts); absent with transfers off. */
   transfers: TransferChecks | undefined;
   /** The x402 side's answer for a 402 quote (its payee, amount and resource); absent with x402 off. */
   x402Decision:
@@ -107,13 +107,14 @@ export function checkPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
     }
     const body = parseJsonValue(policyCheckRequestSchema, raw);
     const agent = c.get("agent");
-    const state = await readPolicyState(deps.db, agent.agentId, deps.clock.now());
+    const policyState = (): Promise<PolicyState> => readPolicyState(deps.db, agent.agentId, deps.clock.now());
     let decision: PolicyDecision;
     if ("transfer" in body) {
       if (!deps.transfers) throw new AppError("feature_disabled", "transfers are not available on this node");
       // The node refuses such a recipient before the policy is read: the check says so, not allow.
       const nodeRule = deps.transfers.recipientRule(body.transfer.to.toLowerCase());
       if (nodeRule !== undefined) return c.json({ decision: "deny", rule: nodeRule, remaining: "0" });
+      const state = await policyState();
       const costUnits = await deps.transfers.costUnits(BigInt(body.transfer.amount));
       decision = evaluateTransfer(
         state.stored?.policy ?? NO_AGENT_POLICY,
@@ -124,7 +125,7 @@ export function checkPolicyHandler(deps: PolicyRouteDeps): Handler<AppEnv> {
     } else {
       if (!deps.x402Decision)
         throw new AppError("feature_disabled", "x402 authorization is not available on this node");
-      decision = deps.x402Decision(agent, state, body.x402.payment_required);
+      decision = deps.x402Decision(agent, await policyState(), body.x402.payment_required);
     }
     const answer: PolicyCheckResponse =
       decision.decision === "allow"
