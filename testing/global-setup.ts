@@ -131,11 +131,16 @@ async function openAdminClient(url: string): Promise<AdminClient> {
   // flight must (with nothing else pending, the process would exit while it waits for the answer).
   const socket = () => (client as unknown as { connection: { stream: Socket } }).connection.stream;
   let inFlight = 0;
+  // One statement at a time: files whose blocks run at once create their databases at once, and a
+  // query sent while another runs is queued by pg with a deprecation warning (refused from pg 9).
+  let previous: Promise<unknown> = Promise.resolve();
   const admin: AdminClient = {
     async query(text) {
       if (inFlight++ === 0) socket().ref();
+      const statement = previous.then(() => client.query(text));
+      previous = statement.catch(() => {});
       try {
-        await client.query(text);
+        await statement;
       } finally {
         if (--inFlight === 0) socket().unref();
       }
