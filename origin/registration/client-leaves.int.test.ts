@@ -242,9 +242,12 @@ describe("a registration whose client leaves is issued nothing (real enclave; st
       const held: HeldLock[] = [];
       try {
         const before = await taken();
-        // The refill's batch waits on its start lock; the request's first try at the policy's lock,
-        // let go and taken again: granted once that try has ended, refused at the reserve, and the
-        // request waits for the refill's batch.
+        // The refill's batch waits on its start lock; the request's first try waits at the policy's
+        // lock, and the test's second take of it queues behind that try before the first is let go:
+        // granted once the try has ended, refused at the reserve, and the request waits for the
+        // refill's batch. Taken only after the first was let go, the second could be granted before
+        // the try (a row's lock goes to whoever asks first once it is free), which then waited for
+        // the test, not the refill, and ended only when the test let it go.
         const refill = await holdLock(db(), sql`select pg_advisory_xact_lock(${START_BATCH_LOCK})`);
         held.push(refill);
         const lockPolicy = sql`select 1 from registration_policy where id = 1 for update`;
@@ -256,8 +259,15 @@ describe("a registration whose client leaves is issued nothing (real enclave; st
           statement: "registration_policy",
           what: "the registration's first try at the policy lock",
         });
+        const takingAgain = holdLock(db(), lockPolicy);
+        await waitUntilBlockedBy(db(), {
+          holder: policy.pid,
+          statement: "registration_policy",
+          count: 2,
+          what: "the test's second take of the policy lock, queued behind the registration's first try",
+        });
         await policy.release();
-        const policyAgain = await holdLock(db(), lockPolicy);
+        const policyAgain = await takingAgain;
         held.push(policyAgain);
         await client.leave();
         // Ended as its client left, while the refill's batch still waits on the test's lock: before,
