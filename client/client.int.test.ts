@@ -39,7 +39,10 @@ import {
 // answer it receives is also checked against the OpenAPI document (checkingFetch).
 
 describe("gateway client (real stack)", () => {
-  const stack = useMoneyStack();
+  // The test that stops the enclave waits for the origin to reconnect once it is back: its signer
+  // client retries every 0.5 s at most here, not every 5 s (what the test checks is that the same
+  // key then moves the money once, however soon that is).
+  const stack = useMoneyStack({ signerTimings: { backoff: { initialMs: 50, maxMs: 500 } } });
   let chain: ReturnType<typeof publicClientFor>;
   const fetch = checkingFetch();
   const clientFor = (token: string, base = stack.origin.base): GatewayClient =>
