@@ -85,8 +85,14 @@ async function startDemoProxy(
 }
 
 describe("agent-wallet CLI (through the edge, real stack)", () => {
+  // The tests that stop the enclave wait for the origin to reconnect once it is back: its signer
+  // client retries every 0.5 s at most here, not every 5 s (what they check is that the same key
+  // then moves the money once, however soon that is).
   const stack = useMoneyStack(
-    { x402: { amountUnits: X402_AMOUNT, payTo: X402_PAY_TO } },
+    {
+      x402: { amountUnits: X402_AMOUNT, payTo: X402_PAY_TO },
+      signerTimings: { backoff: { initialMs: 50, maxMs: 500 } },
+    },
     { timeoutMs: 180_000 },
   );
   let edge: EdgeHandle;
