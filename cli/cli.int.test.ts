@@ -37,6 +37,9 @@ import { authorizationUsedCount } from "../testing/x402-settlements.ts";
 // The agent CLI (docs/agents.md) end to end, as an agent runs it: the `agent-wallet` bin in its own
 // process, through the edge (Miniflare) in front of the real origin, enclave, devnet and Postgres.
 
+/** Adjacent concurrent blocks run at once; each block's tests run as it marks them. */
+const BESIDE = { concurrent: true } as const;
+
 /** Each run is a fresh Node process (the bundle the suite's setup built): a second or more on a busy machine. */
 const SLOW = { timeout: 300_000 };
 
@@ -85,8 +88,14 @@ async function startDemoProxy(
 }
 
 describe("agent-wallet CLI (through the edge, real stack)", () => {
+  // The tests that stop the enclave wait for the origin to reconnect once it is back: its signer
+  // client retries every 0.5 s at most here, not every 5 s (what they check is that the same key
+  // then moves the money once, however soon that is).
   const stack = useMoneyStack(
-    { x402: { amountUnits: X402_AMOUNT, payTo: X402_PAY_TO } },
+    {
+      x402: { amountUnits: X402_AMOUNT, payTo: X402_PAY_TO },
+      signerTimings: { backoff: { initialMs: 50, maxMs: 500 } },
+    },
     { timeoutMs: 180_000 },
   );
   let edge: EdgeHandle;
@@ -571,164 +580,6 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     },
   );
 
-  it(
-    "pay URL: a paid request answered 502 by a proxy exits 17 with the key; the same command with it pays nothing more",
-    SLOW,
-    async () => {
-      // Mutation: without the client's PaymentOutcomeUnknown for a paid 502, the first run exits 0,
-      // printing the proxy's 502 as the answer.
-      const payer = proxiedPayer;
-      // A real proxy in front of the demo that loses the upstream answer to the first paid request,
-      // after the demo settled it, and answers 502 itself (a fault made on purpose).
-      let lose = true;
-      const proxy = await startDemoProxy(`${base}/x402/demo`, (answer, response) => {
-        if (!lose || !answer.paid) return false;
-        lose = false;
-        response.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
-        return true;
-      });
-      try {
-        const { url } = proxy;
-        const lost = await run(["pay", url, "--json"], payer.token);
-        expect(lost.code).toBe(PaymentOutcomeUnknown.exitCode);
-        const { error } = JSON.parse(lost.stdout) as { error: Record<string, unknown> };
-        expect(error).toMatchObject({ name: "PaymentOutcomeUnknown", status: 502, exit_code: 17 });
-        expect(error.idempotency_key).toMatch(/^x402-[0-9a-f]{64}$/);
-        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
-
-        const again = await run(["pay", url, "--key", String(error.idempotency_key)], payer.token);
-        expect(again.code, again.stderr).toBe(0);
-        expect(again.stdout).toMatch(/^200: paid in transaction 0x[0-9a-f]{64} on eip155:77\n/);
-        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
-      } finally {
-        await proxy.close();
-      }
-    },
-  );
-
-  it(
-    "pay URL: a paid answer whose body is cut off after its headers exits 17 naming the transaction that settled it; the same command with the key gets the answer, paying nothing more",
-    SLOW,
-    async () => {
-      // Mutation: without paidAnswerText the first run crashes with the body's raw error (fetch's
-      // "terminated"), or, over the CLI's node:http fetch dropping the headers of a cut answer, exits
-      // 17 saying the payment may have settled, with no transaction.
-      const payer = cutPayer;
-      const chain = publicClientFor(stack.devnet.url);
-      // A real proxy in front of the demo that passes on the first paid answer's status and headers
-      // (its PAYMENT-RESPONSE included) and cuts the connection in its body (a fault made on purpose).
-      let cut = true;
-      const proxy = await startDemoProxy(`${base}/x402/demo`, (answer, response) => {
-        if (!cut || !answer.paid || answer.status !== 200) return false;
-        cut = false;
-        answerCutAfterHeaders(response, answer.status, answer.headers, answer.body.slice(0, 8));
-        return true;
-      });
-      try {
-        const { url } = proxy;
-        const lost = await run(["pay", url, "--json"], payer.token);
-        expect(lost.code, lost.stdout + lost.stderr).toBe(PaymentOutcomeUnknown.exitCode);
-        const { error } = JSON.parse(lost.stdout) as { error: Record<string, unknown> };
-        expect(error).toMatchObject({
-          name: "PaymentOutcomeUnknown",
-          code: "paid_answer_lost",
-          status: 200,
-          exit_code: 17,
-          transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
-          settlement: { success: true, network: "eip155:77" },
-        });
-        const transaction = error.transaction as Hex;
-        expect(error.message).toContain(`the payment settled in transaction ${transaction} on eip155:77`);
-        expect(error.message).toMatch(/cut off after its headers .*repeat with the same idempotency key/);
-        expect(error.idempotency_key).toMatch(/^x402-[0-9a-f]{64}$/);
-        // The transaction named is the one that paid, and the only one.
-        expect((await chain.getTransactionReceipt({ hash: transaction })).status).toBe("success");
-        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
-
-        // The demo answers a payment by its id: the same payment presented again gets the answer.
-        const again = await run(["pay", url, "--key", String(error.idempotency_key)], payer.token);
-        expect(again.code, again.stderr).toBe(0);
-        expect(again.stdout).toMatch(new RegExp(`^200: paid in transaction ${transaction} on eip155:77\n`));
-        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
-        for (const output of [lost.stdout, lost.stderr, again.stdout, again.stderr])
-          expect(output).not.toContain(payer.token);
-      } finally {
-        await proxy.close();
-      }
-    },
-  );
-
-  it(
-    "pay URL: a paid answer whose body stalls after its headers exits 17 past --timeout, naming the transaction that settled it; the same command with the key gets the answer, paying nothing more",
-    SLOW,
-    async () => {
-      // Mutation: with node:http's fetch failing the whole request on the timeout, headers and all,
-      // the run exits 17 payment_outcome_unknown, saying the payment may have settled, with no
-      // transaction.
-      const payer = stalledPayer;
-      // A real proxy in front of the demo that passes on the first paid answer's status and headers
-      // (its PAYMENT-RESPONSE included) and then sends nothing more, holding the connection open
-      // (a fault made on purpose: a resource or proxy that hangs in the middle of its answer).
-      let stall = true;
-      const proxy = await startDemoProxy(`${base}/x402/demo`, (answer, response) => {
-        if (!stall || !answer.paid || answer.status !== 200) return false;
-        stall = false;
-        response.writeHead(answer.status, {
-          ...answer.headers,
-          "content-length": String(answer.body.length + 1_000),
-        });
-        response.write(answer.body.slice(0, 8));
-        return true;
-      });
-      try {
-        const { url } = proxy;
-        const stalled = await run(["pay", url, "--json", "--timeout", "5"], payer.token);
-        expect(stalled.code, stalled.stdout + stalled.stderr).toBe(PaymentOutcomeUnknown.exitCode);
-        const { error } = JSON.parse(stalled.stdout) as { error: Record<string, unknown> };
-        expect(error).toMatchObject({
-          name: "PaymentOutcomeUnknown",
-          code: "paid_answer_lost",
-          status: 200,
-          transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
-          settlement: { success: true, network: "eip155:77" },
-        });
-        const transaction = error.transaction as Hex;
-        expect(error.message).toMatch(/did not come whole in time \(no whole answer within 5 s;/);
-        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
-
-        const again = await run(["pay", url, "--key", String(error.idempotency_key)], payer.token);
-        expect(again.code, again.stderr).toBe(0);
-        expect(again.stdout).toMatch(new RegExp(`^200: paid in transaction ${transaction} on eip155:77\n`));
-        expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
-      } finally {
-        await proxy.close();
-      }
-    },
-  );
-
-  it(
-    "rotate-token: prints the new token once; the old one then exits 3, the new one reads the same wallet",
-    SLOW,
-    async () => {
-      // Mutation: a CLI without the command (rotate-token left out of COMMANDS) fails this: exit 2.
-      const rotated = await run(["rotate-token"], rotating.token);
-      expect(rotated.code).toBe(0);
-      const printed =
-        /^token (agt_[0-9a-f]{32}_[0-9a-f]{64})\n {2}\(shown once: store it now, e\.g\. export AGENT_TOKEN=\.\.\.; the old token no longer works\)\nagent ([0-9a-f-]{36})\nwallet (0x[0-9a-f]{40})\ncapabilities read, faucet, transfer\n$/.exec(
-          rotated.stdout,
-        );
-      expect(printed, rotated.stdout).not.toBeNull();
-      recordSecret(printed![1]!);
-      expect([printed![2], printed![3]]).toEqual([rotating.agentId, rotating.wallet.toLowerCase()]);
-      expect((await run(["balance"], rotating.token)).code).toBe(AgentAuthFailed.exitCode);
-      const balance = await run(["balance", "--json"], printed![1]);
-      expect(JSON.parse(balance.stdout)).toMatchObject({
-        address: rotating.wallet.toLowerCase(),
-        balance: "2000",
-      });
-    },
-  );
-
   /**
    * `watch` with `args` as `token` until it printed `lines` lines, then Ctrl-C; `during` runs
    * meanwhile.
@@ -763,101 +614,267 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
     return done;
   };
 
-  it(
-    "watch: a transfer's events as they happen, one JSON object a line (or one human line each); Ctrl-C exits 0",
-    SLOW,
-    async () => {
-      const to = newAccount().address.toLowerCase();
-      let actionId = "";
-      // From the agent's first event (it has none yet), while the transfer is made and followed.
-      const json = await watch(["--after", "0", "--json"], 3, async () => {
-        await sleep(1_000);
-        const sent = await run(
-          ["transfer", "--to", to, "--amount", "1500", "--wait", "--json"],
-          watcher.token,
+  // The paid answer that stalls until --timeout (5 s) runs beside the tests after it (vitest runs
+  // adjacent concurrent blocks at once), each block's tests in turn: each has its own agent or payer
+  // and its own proxy, and all of them after the test that counts the demo payee's balance. None
+  // stops or pauses the enclave, nor changes a setting (docs/performance.md, "The test suite").
+  describe("a paid answer that stalls", BESIDE, () => {
+    it.sequential(
+      "pay URL: a paid answer whose body stalls after its headers exits 17 past --timeout, naming the transaction that settled it; the same command with the key gets the answer, paying nothing more",
+      SLOW,
+      async () => {
+        // Mutation: with node:http's fetch failing the whole request on the timeout, headers and all,
+        // the run exits 17 payment_outcome_unknown, saying the payment may have settled, with no
+        // transaction.
+        const payer = stalledPayer;
+        // A real proxy in front of the demo that passes on the first paid answer's status and headers
+        // (its PAYMENT-RESPONSE included) and then sends nothing more, holding the connection open
+        // (a fault made on purpose: a resource or proxy that hangs in the middle of its answer).
+        let stall = true;
+        const proxy = await startDemoProxy(`${base}/x402/demo`, (answer, response) => {
+          if (!stall || !answer.paid || answer.status !== 200) return false;
+          stall = false;
+          response.writeHead(answer.status, {
+            ...answer.headers,
+            "content-length": String(answer.body.length + 1_000),
+          });
+          response.write(answer.body.slice(0, 8));
+          return true;
+        });
+        try {
+          const { url } = proxy;
+          const stalled = await run(["pay", url, "--json", "--timeout", "5"], payer.token);
+          expect(stalled.code, stalled.stdout + stalled.stderr).toBe(PaymentOutcomeUnknown.exitCode);
+          const { error } = JSON.parse(stalled.stdout) as { error: Record<string, unknown> };
+          expect(error).toMatchObject({
+            name: "PaymentOutcomeUnknown",
+            code: "paid_answer_lost",
+            status: 200,
+            transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+            settlement: { success: true, network: "eip155:77" },
+          });
+          const transaction = error.transaction as Hex;
+          expect(error.message).toMatch(/did not come whole in time \(no whole answer within 5 s;/);
+          expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+
+          const again = await run(["pay", url, "--key", String(error.idempotency_key)], payer.token);
+          expect(again.code, again.stderr).toBe(0);
+          expect(again.stdout).toMatch(new RegExp(`^200: paid in transaction ${transaction} on eip155:77\n`));
+          expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+        } finally {
+          await proxy.close();
+        }
+      },
+    );
+  });
+
+  describe("beside the stalled answer", BESIDE, () => {
+    it.sequential(
+      "pay URL: a paid request answered 502 by a proxy exits 17 with the key; the same command with it pays nothing more",
+      SLOW,
+      async () => {
+        // Mutation: without the client's PaymentOutcomeUnknown for a paid 502, the first run exits 0,
+        // printing the proxy's 502 as the answer.
+        const payer = proxiedPayer;
+        // A real proxy in front of the demo that loses the upstream answer to the first paid request,
+        // after the demo settled it, and answers 502 itself (a fault made on purpose).
+        let lose = true;
+        const proxy = await startDemoProxy(`${base}/x402/demo`, (answer, response) => {
+          if (!lose || !answer.paid) return false;
+          lose = false;
+          response.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
+          return true;
+        });
+        try {
+          const { url } = proxy;
+          const lost = await run(["pay", url, "--json"], payer.token);
+          expect(lost.code).toBe(PaymentOutcomeUnknown.exitCode);
+          const { error } = JSON.parse(lost.stdout) as { error: Record<string, unknown> };
+          expect(error).toMatchObject({ name: "PaymentOutcomeUnknown", status: 502, exit_code: 17 });
+          expect(error.idempotency_key).toMatch(/^x402-[0-9a-f]{64}$/);
+          expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+
+          const again = await run(["pay", url, "--key", String(error.idempotency_key)], payer.token);
+          expect(again.code, again.stderr).toBe(0);
+          expect(again.stdout).toMatch(/^200: paid in transaction 0x[0-9a-f]{64} on eip155:77\n/);
+          expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+        } finally {
+          await proxy.close();
+        }
+      },
+    );
+
+    it.sequential(
+      "pay URL: a paid answer whose body is cut off after its headers exits 17 naming the transaction that settled it; the same command with the key gets the answer, paying nothing more",
+      SLOW,
+      async () => {
+        // Mutation: without paidAnswerText the first run crashes with the body's raw error (fetch's
+        // "terminated"), or, over the CLI's node:http fetch dropping the headers of a cut answer, exits
+        // 17 saying the payment may have settled, with no transaction.
+        const payer = cutPayer;
+        const chain = publicClientFor(stack.devnet.url);
+        // A real proxy in front of the demo that passes on the first paid answer's status and headers
+        // (its PAYMENT-RESPONSE included) and cuts the connection in its body (a fault made on purpose).
+        let cut = true;
+        const proxy = await startDemoProxy(`${base}/x402/demo`, (answer, response) => {
+          if (!cut || !answer.paid || answer.status !== 200) return false;
+          cut = false;
+          answerCutAfterHeaders(response, answer.status, answer.headers, answer.body.slice(0, 8));
+          return true;
+        });
+        try {
+          const { url } = proxy;
+          const lost = await run(["pay", url, "--json"], payer.token);
+          expect(lost.code, lost.stdout + lost.stderr).toBe(PaymentOutcomeUnknown.exitCode);
+          const { error } = JSON.parse(lost.stdout) as { error: Record<string, unknown> };
+          expect(error).toMatchObject({
+            name: "PaymentOutcomeUnknown",
+            code: "paid_answer_lost",
+            status: 200,
+            exit_code: 17,
+            transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+            settlement: { success: true, network: "eip155:77" },
+          });
+          const transaction = error.transaction as Hex;
+          expect(error.message).toContain(`the payment settled in transaction ${transaction} on eip155:77`);
+          expect(error.message).toMatch(/cut off after its headers .*repeat with the same idempotency key/);
+          expect(error.idempotency_key).toMatch(/^x402-[0-9a-f]{64}$/);
+          // The transaction named is the one that paid, and the only one.
+          expect((await chain.getTransactionReceipt({ hash: transaction })).status).toBe("success");
+          expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+
+          // The demo answers a payment by its id: the same payment presented again gets the answer.
+          const again = await run(["pay", url, "--key", String(error.idempotency_key)], payer.token);
+          expect(again.code, again.stderr).toBe(0);
+          expect(again.stdout).toMatch(new RegExp(`^200: paid in transaction ${transaction} on eip155:77\n`));
+          expect(await authorizationUsedCount(stack.devnet.url, payer.wallet)).toBe(1);
+          for (const output of [lost.stdout, lost.stderr, again.stdout, again.stderr])
+            expect(output).not.toContain(payer.token);
+        } finally {
+          await proxy.close();
+        }
+      },
+    );
+
+    it.sequential(
+      "rotate-token: prints the new token once; the old one then exits 3, the new one reads the same wallet",
+      SLOW,
+      async () => {
+        // Mutation: a CLI without the command (rotate-token left out of COMMANDS) fails this: exit 2.
+        const rotated = await run(["rotate-token"], rotating.token);
+        expect(rotated.code).toBe(0);
+        const printed =
+          /^token (agt_[0-9a-f]{32}_[0-9a-f]{64})\n {2}\(shown once: store it now, e\.g\. export AGENT_TOKEN=\.\.\.; the old token no longer works\)\nagent ([0-9a-f-]{36})\nwallet (0x[0-9a-f]{40})\ncapabilities read, faucet, transfer\n$/.exec(
+            rotated.stdout,
+          );
+        expect(printed, rotated.stdout).not.toBeNull();
+        recordSecret(printed![1]!);
+        expect([printed![2], printed![3]]).toEqual([rotating.agentId, rotating.wallet.toLowerCase()]);
+        expect((await run(["balance"], rotating.token)).code).toBe(AgentAuthFailed.exitCode);
+        const balance = await run(["balance", "--json"], printed![1]);
+        expect(JSON.parse(balance.stdout)).toMatchObject({
+          address: rotating.wallet.toLowerCase(),
+          balance: "2000",
+        });
+      },
+    );
+
+    it.sequential(
+      "watch: a transfer's events as they happen, one JSON object a line (or one human line each); Ctrl-C exits 0",
+      SLOW,
+      async () => {
+        const to = newAccount().address.toLowerCase();
+        let actionId = "";
+        // From the agent's first event (it has none yet), while the transfer is made and followed.
+        const json = await watch(["--after", "0", "--json"], 3, async () => {
+          await sleep(1_000);
+          const sent = await run(
+            ["transfer", "--to", to, "--amount", "1500", "--wait", "--json"],
+            watcher.token,
+          );
+          expect(sent.code, sent.stdout).toBe(0);
+          actionId = JSON.parse(sent.stdout).action_id;
+        });
+        expect(json.code, json.stderr).toBe(0);
+        expect(json.stderr).toBe("");
+        const events = json.stdout
+          .trimEnd()
+          .split("\n")
+          .map((line) => JSON.parse(line) as { id: string; type: string; data: Record<string, unknown> });
+        // The devnet mines on arrival: signed, then confirmed in one write.
+        expect(events.map((event) => [event.type, event.data.action_id])).toEqual([
+          ["action.requested", actionId],
+          ["action.signed", actionId],
+          ["action.confirmed", actionId],
+        ]);
+        expect(events[2]!.data).toMatchObject({ status: "confirmed", amount: "1500", to });
+
+        const human = await watch(["--after", events[0]!.id], 2);
+        expect(human.code, human.stderr).toBe(0);
+        expect(human.stdout).toMatch(
+          new RegExp(
+            `^\\S+Z action\\.signed ${actionId} transfer signed 0\\.0015 USDC to ${to}\n\\S+Z action\\.confirmed ${actionId} transfer confirmed 0\\.0015 USDC to ${to}\n$`,
+          ),
         );
-        expect(sent.code, sent.stdout).toBe(0);
-        actionId = JSON.parse(sent.stdout).action_id;
-      });
-      expect(json.code, json.stderr).toBe(0);
-      expect(json.stderr).toBe("");
-      const events = json.stdout
-        .trimEnd()
-        .split("\n")
-        .map((line) => JSON.parse(line) as { id: string; type: string; data: Record<string, unknown> });
-      // The devnet mines on arrival: signed, then confirmed in one write.
-      expect(events.map((event) => [event.type, event.data.action_id])).toEqual([
-        ["action.requested", actionId],
-        ["action.signed", actionId],
-        ["action.confirmed", actionId],
-      ]);
-      expect(events[2]!.data).toMatchObject({ status: "confirmed", amount: "1500", to });
+      },
+    );
 
-      const human = await watch(["--after", events[0]!.id], 2);
-      expect(human.code, human.stderr).toBe(0);
-      expect(human.stdout).toMatch(
-        new RegExp(
-          `^\\S+Z action\\.signed ${actionId} transfer signed 0\\.0015 USDC to ${to}\n\\S+Z action\\.confirmed ${actionId} transfer confirmed 0\\.0015 USDC to ${to}\n$`,
-        ),
-      );
-    },
-  );
+    it.sequential(
+      "watch piped into a reader that stops (| head -1): exits 0 at its next line, no EPIPE stack trace",
+      SLOW,
+      async () => {
+        let child: ChildProcess | undefined;
+        let printed = "";
+        const watching = runTool(BIN, ["watch", "--after", "0"], {
+          env: { AGENT_BASE_URL: base, AGENT_TOKEN: watcher.token },
+          cleanEnv: true,
+          timeoutMs: 120_000,
+          onSpawn: (spawned) => {
+            child = spawned;
+          },
+          onStdout: (text) => {
+            printed += text;
+          },
+        });
+        const sendOne = async (): Promise<void> => {
+          const sent = await run(
+            ["transfer", "--to", newAccount().address, "--amount", "1000", "--wait", "--json"],
+            watcher.token,
+          );
+          expect(sent.code, sent.stdout).toBe(0);
+        };
+        await sendOne();
+        const deadline = Date.now() + 30_000;
+        while (!printed.includes("\n") && Date.now() < deadline) await sleep(100);
+        expect(printed).toContain("\n");
+        // As `head -1` does once it has its line: the reading end of the pipe goes away.
+        child!.stdout!.destroy();
+        // The next events are written into a pipe nobody reads.
+        await sendOne();
+        const done = await watching;
+        expect(done.stderr).not.toMatch(/EPIPE|Unhandled|\n\s+at /);
+        expect(done.code, done.stderr).toBe(0);
+      },
+    );
 
-  it(
-    "watch piped into a reader that stops (| head -1): exits 0 at its next line, no EPIPE stack trace",
-    SLOW,
-    async () => {
-      let child: ChildProcess | undefined;
-      let printed = "";
-      const watching = runTool(BIN, ["watch", "--after", "0"], {
-        env: { AGENT_BASE_URL: base, AGENT_TOKEN: watcher.token },
-        cleanEnv: true,
-        timeoutMs: 120_000,
-        onSpawn: (spawned) => {
-          child = spawned;
-        },
-        onStdout: (text) => {
-          printed += text;
-        },
-      });
-      const sendOne = async (): Promise<void> => {
-        const sent = await run(
-          ["transfer", "--to", newAccount().address, "--amount", "1000", "--wait", "--json"],
-          watcher.token,
+    it.sequential(
+      "watch: an x402 payment's authorization event is one human line like its action's, not the action as JSON",
+      SLOW,
+      async () => {
+        const paid = await run(["pay", `${base}/x402/demo`, "--json"], x402Watcher.token);
+        expect(paid.code, paid.stdout).toBe(0);
+        // The payer's events: the action requested and signed, then the authorization signed.
+        const human = await watch(["--after", "0"], 3, undefined, x402Watcher.token);
+        expect(human.code, human.stderr).toBe(0);
+        const authorization = human.stdout.split("\n").find((line) => line.includes(" x402.authorization."));
+        expect(authorization, human.stdout).toMatch(
+          new RegExp(
+            `^\\S+Z x402\\.authorization\\.signed [0-9a-f-]{36} x402 signed 0\\.01 USDC to ${X402_PAY_TO}$`,
+          ),
         );
-        expect(sent.code, sent.stdout).toBe(0);
-      };
-      await sendOne();
-      const deadline = Date.now() + 30_000;
-      while (!printed.includes("\n") && Date.now() < deadline) await sleep(100);
-      expect(printed).toContain("\n");
-      // As `head -1` does once it has its line: the reading end of the pipe goes away.
-      child!.stdout!.destroy();
-      // The next events are written into a pipe nobody reads.
-      await sendOne();
-      const done = await watching;
-      expect(done.stderr).not.toMatch(/EPIPE|Unhandled|\n\s+at /);
-      expect(done.code, done.stderr).toBe(0);
-    },
-  );
-
-  it(
-    "watch: an x402 payment's authorization event is one human line like its action's, not the action as JSON",
-    SLOW,
-    async () => {
-      const paid = await run(["pay", `${base}/x402/demo`, "--json"], x402Watcher.token);
-      expect(paid.code, paid.stdout).toBe(0);
-      // The payer's events: the action requested and signed, then the authorization signed.
-      const human = await watch(["--after", "0"], 3, undefined, x402Watcher.token);
-      expect(human.code, human.stderr).toBe(0);
-      const authorization = human.stdout.split("\n").find((line) => line.includes(" x402.authorization."));
-      expect(authorization, human.stdout).toMatch(
-        new RegExp(
-          `^\\S+Z x402\\.authorization\\.signed [0-9a-f-]{36} x402 signed 0\\.01 USDC to ${X402_PAY_TO}$`,
-        ),
-      );
-    },
-  );
+      },
+    );
+  });
 
   it("never printed the agent's token", () => {
     expect(runs.length).toBeGreaterThan(10);

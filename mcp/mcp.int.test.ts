@@ -28,7 +28,13 @@ const WAITER_HOST_TIMEOUT_SECONDS = 20;
 type ToolResult = { isError?: boolean; content: Array<{ type: string; text?: string }> };
 
 describe("MCP server (official client, stdio, real stack)", () => {
-  const stack = useMoneyStack({}, { timeoutMs: 120_000 });
+  // The test that stops the enclave retries until the origin has reconnected once it is back: its
+  // signer client retries every 0.5 s at most here, not every 5 s (what the test checks is that the
+  // same key then moves the money once, however soon that is).
+  const stack = useMoneyStack(
+    { signerTimings: { backoff: { initialMs: 50, maxMs: 500 } } },
+    { timeoutMs: 120_000 },
+  );
   let agent: StackAgent;
   let client: Client;
   const results: string[] = [];

@@ -10,7 +10,9 @@ import { queryRows } from "./db/client.ts";
 // go on answering, and stop as usual at SIGTERM, drained, its database pool closed; only the
 // lines are lost.
 
-describe("the origin process whose log's reader is gone (real process)", () => {
+// The three run beside each other: each has its own database and its own origin process, and
+// counts only its own database's connections.
+describe("the origin process whose log's reader is gone (real process)", { concurrent: true }, () => {
   let db: TestDatabase | undefined;
   afterAll(async () => {
     await db?.drop();

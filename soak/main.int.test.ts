@@ -25,7 +25,10 @@ function runSoak(
   return new Promise((resolve) => child.once("exit", (code) => resolve({ code, output })));
 }
 
-describe("npm run soak (smoke)", () => {
+// The two runs side by side: each `npm run soak` starts a stack of its own (a fresh data folder, free
+// ports, its own Postgres, devnet, enclave and origin), so neither sees the other's load, and every
+// figure they print is only checked for its form or against their own stack.
+describe("npm run soak (smoke)", { concurrent: true }, () => {
   // The stack's start-up (fresh Postgres, devnet, enclave, origin, one restore drill) is most of
   // this test's time; the load is the shortest that still runs the probes and a few payments.
   it("runs the whole stack under the mix for a few seconds and prints the table, the limits, money conserved and the goals", async () => {

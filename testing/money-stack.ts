@@ -13,6 +13,7 @@ import { payFromOperatorPool } from "../dev/operator-pool.ts";
 import { DEV_OPERATOR_POOL_ADDRESS, type Devnet, startDevnet } from "../devnet/index.ts";
 import { startEnclaveServer } from "../enclave/server.ts";
 import { createRestoreDriller, type RestoreDrillResult } from "../ops/lib/restore-driller.ts";
+import type { SignerTimings } from "../origin/open-infrastructure.ts";
 import type { TxTrackerOptions } from "../origin/outbox/index.ts";
 import { createCapabilityMinter } from "../origin/signer/capability-minter.ts";
 import { createSignerClient } from "../origin/signer/create-signer-client.ts";
@@ -100,6 +101,11 @@ export type MoneyStackOptions = {
   inProcessOrigin?: boolean;
   /** Timings of the stack's own origin's transaction tracker (a fault test may slow it right down). */
   tracker?: TxTrackerOptions;
+  /**
+   * The signer client's timings in every origin `startOrigin` starts (the client's own unless
+   * given): a test that stops the stack's enclave may have them reconnect sooner once it is back.
+   */
+  signerTimings?: SignerTimings;
   /** The most calls the devnet takes in one JSON-RPC batch (a hosted node's cap); geth's 1000 unless given. */
   devnetMaxBatchLength?: number;
   /**
@@ -236,6 +242,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
       rpcUrl,
       env: { ...originEnv, ...env },
       tracker,
+      signerTimings: options.signerTimings,
     });
     origins.push(started);
     return started;

@@ -173,8 +173,12 @@ describe("money movement under faults (real processes)", () => {
     expect(await chain.getBalance({ address: recipient })).toBe(0n);
   });
 
+  // The two crashes run beside each other (vitest runs adjacent concurrent tests at once): each has
+  // its own agent, its own doomed origin and its own restarted one, and each checks only its own
+  // agent's transaction, which any origin on the database may finish (docs/performance.md, "The
+  // test suite").
   for (const crashAt of ["after_signed", "after_broadcast"] as const) {
-    it(`puts exactly one transaction on chain when the origin is SIGKILLed ${crashAt.replace("_", " ")}`, async () => {
+    it.concurrent(`puts exactly one transaction on chain when the origin is SIGKILLed ${crashAt.replace("_", " ")}`, async () => {
       const agent = await stack.newAgent({ units: 1_000_000n });
       const recipient = newAccount().address;
       const doomed = await spawnOrigin({

@@ -33,6 +33,9 @@ async function devRpc(devnet: Devnet, method: string, params: unknown[]): Promis
   return ((await response.json()) as { result: unknown }).result;
 }
 
+/** Adjacent concurrent blocks run at once; each block's tests run as it marks them. */
+const BESIDE = { concurrent: true } as const;
+
 describe("gateway over HTTP (real database and devnet)", () => {
   let testDb: TestDatabase;
   let devnet: Devnet;
@@ -223,39 +226,6 @@ describe("gateway over HTTP (real database and devnet)", () => {
   });
 
   describe("rate limits", () => {
-    it("429s the 61st failed authentication from one IP, leaves other IPs alone, and ignores a spoofed X-Forwarded-For", async () => {
-      const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
-      const from = "127.0.0.20";
-      const attempt = () => send(`${origin.base}/agent/v1/network`, { headers: bad, localAddress: from });
-      const first = await timed(attempt);
-      expect(first.response.status).toBe(401);
-      // The first failure ages: the answer must count down from it, not always say 60.
-      await sleep(2_100);
-      for (let i = 1; i < 60; i++) expect((await attempt()).status).toBe(401);
-      const limited = await timed(attempt);
-      expect(limited.response.status).toBe(429);
-      expectRetryAfter(limited.response, first.span, limited.span);
-      // Once blocked, a valid token that has not worked from that IP lately is read only through
-      // the address's small allowance past the limit (lockout-allowance.ts): here it has room.
-      const valid = await send(`${origin.base}/agent/v1/network`, {
-        headers: auth(tokens.read.token),
-        localAddress: from,
-      });
-      expect(valid.status).toBe(200);
-
-      const spoofed = await send(`${origin.base}/agent/v1/network`, {
-        headers: { ...bad, "x-forwarded-for": "198.51.100.77" },
-        localAddress: from,
-      });
-      expect(spoofed.status).toBe(429);
-
-      const other = await send(`${origin.base}/agent/v1/network`, {
-        headers: bad,
-        localAddress: "127.0.0.21",
-      });
-      expect(other.status).toBe(401);
-    });
-
     it("keeps a token that worked from an address working while that address sends a bad token a second; a new one gets in through the allowance, the rest wait unread", async () => {
       const from = "127.0.0.40";
       const [known, stranger, another] = [
@@ -300,73 +270,168 @@ describe("gateway over HTTP (real database and devnet)", () => {
       expect(whileLocked).toEqual([429, 429]);
     });
 
-    it("admits a fresh valid token behind an address that sends one bad token a second", async () => {
-      // Mutation: bearerAuth reading no token past the limit but those that worked from the
-      // address (no LockoutAllowance) answers the fresh token 429 every time.
-      const badToken = () => `agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`;
-      const networkFrom = (localAddress: string, token: string) =>
-        sendUnchecked(`${origin.base}/agent/v1/network`, { headers: auth(token), localAddress });
-      /** A client that follows Retry-After: its statuses until it is let in (at most 3 tries). */
-      const untilAdmitted = async (localAddress: string, token: string): Promise<number[]> => {
-        const statuses: number[] = [];
-        for (let attempt = 0; attempt < 3; attempt++) {
-          const answer = await networkFrom(localAddress, token);
-          statuses.push(answer.status);
-          if (answer.status !== 429) break;
-          await sleep(Number(answer.headers["retry-after"]) * 1_000);
-        }
-        return statuses;
-      };
-      const withJunk = async <T>(
-        address: string,
-        junk: () => string,
-        steps: () => Promise<T>,
-      ): Promise<T> => {
-        for (let i = 0; i < 60; i++) expect((await networkFrom(address, junk())).status).toBe(401);
-        const sent: Array<Promise<unknown>> = [];
-        const timer = setInterval(() => sent.push(networkFrom(address, junk())), 1_000);
-        try {
-          await sleep(4_500);
-          return await steps();
-        } finally {
-          clearInterval(timer);
-          await Promise.all(sent);
-        }
-      };
+    // The test whose addresses send a bad token a second (about 6 s) runs beside the limits that
+    // need no wait (vitest runs adjacent concurrent blocks at once): each test comes from addresses
+    // of its own, the windows and the allowance are kept per address, and the agent of the 601st
+    // request is its own. The two tests that lock the token table run before and after, alone.
+    describe("a bad token a second", BESIDE, () => {
+      it.sequential("admits a fresh valid token behind an address that sends one bad token a second", async () => {
+        // Mutation: bearerAuth reading no token past the limit but those that worked from the
+        // address (no LockoutAllowance) answers the fresh token 429 every time.
+        const badToken = () => `agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`;
+        const networkFrom = (localAddress: string, token: string) =>
+          sendUnchecked(`${origin.base}/agent/v1/network`, { headers: auth(token), localAddress });
+        /** A client that follows Retry-After: its statuses until it is let in (at most 3 tries). */
+        const untilAdmitted = async (localAddress: string, token: string): Promise<number[]> => {
+          const statuses: number[] = [];
+          for (let attempt = 0; attempt < 3; attempt++) {
+            const answer = await networkFrom(localAddress, token);
+            statuses.push(answer.status);
+            if (answer.status !== 429) break;
+            await sleep(Number(answer.headers["retry-after"]) * 1_000);
+          }
+          return statuses;
+        };
+        const withJunk = async <T>(
+          address: string,
+          junk: () => string,
+          steps: () => Promise<T>,
+        ): Promise<T> => {
+          for (let i = 0; i < 60; i++) expect((await networkFrom(address, junk())).status).toBe(401);
+          const sent: Array<Promise<unknown>> = [];
+          const timer = setInterval(() => sent.push(networkFrom(address, junk())), 1_000);
+          try {
+            await sleep(4_500);
+            return await steps();
+          } finally {
+            clearInterval(timer);
+            await Promise.all(sent);
+          }
+        };
 
-      // A new bad token every second (a scanner): the fresh token is let in once it comes back.
-      const fresh = await issue(["read"]);
-      const scanned = await withJunk("127.0.0.42", badToken, async () => {
-        const statuses = await untilAdmitted("127.0.0.42", fresh.token);
-        for (let i = 0; i < 3; i++) statuses.push((await networkFrom("127.0.0.42", fresh.token)).status);
-        return statuses;
+        // The two junk senders below run at once: each from its own address, and the failure limit
+        // and the allowance are kept per address (shared/lockout-allowance.ts).
+        const fresh = await issue(["read"]);
+        const revoked = badToken();
+        const other = await issue(["read"]);
+        const [scanned, repeated] = await Promise.all([
+          // A new bad token every second (a scanner): the fresh token is let in once it comes back.
+          withJunk("127.0.0.42", badToken, async () => {
+            const statuses = await untilAdmitted("127.0.0.42", fresh.token);
+            for (let i = 0; i < 3; i++) statuses.push((await networkFrom("127.0.0.42", fresh.token)).status);
+            return statuses;
+          }),
+          // One bad token over and over (a job with a revoked token): the fresh token is let in at once.
+          withJunk(
+            "127.0.0.43",
+            () => revoked,
+            () => untilAdmitted("127.0.0.43", other.token),
+          ),
+        ]);
+        expect(scanned.slice(-4)).toEqual([200, 200, 200, 200]);
+        expect(scanned.length).toBeLessThanOrEqual(5);
+        expect(repeated).toEqual([200]);
       });
-      expect(scanned.slice(-4)).toEqual([200, 200, 200, 200]);
-      expect(scanned.length).toBeLessThanOrEqual(5);
-
-      // One bad token over and over (a job with a revoked token): the fresh token is let in at once.
-      const revoked = badToken();
-      const other = await issue(["read"]);
-      const repeated = await withJunk(
-        "127.0.0.43",
-        () => revoked,
-        () => untilAdmitted("127.0.0.43", other.token),
-      );
-      expect(repeated).toEqual([200]);
     });
 
-    it("holds the 60-failure limit when 100 bad requests from one IP arrive at once", async () => {
-      const responses = await Promise.all(
-        Array.from({ length: 100 }, () =>
-          send(`${origin.base}/agent/v1/network`, {
-            headers: auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`),
-            localAddress: "127.0.0.30",
-          }),
-        ),
-      );
-      const statuses = responses.map((response) => response.status);
-      expect(statuses.filter((status) => status === 401)).toHaveLength(60);
-      expect(statuses.filter((status) => status === 429)).toHaveLength(40);
+    describe("beside the bad token a second", BESIDE, () => {
+      it.sequential("429s the 61st failed authentication from one IP, leaves other IPs alone, and ignores a spoofed X-Forwarded-For", async () => {
+        const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
+        const from = "127.0.0.20";
+        const attempt = () => send(`${origin.base}/agent/v1/network`, { headers: bad, localAddress: from });
+        const first = await timed(attempt);
+        expect(first.response.status).toBe(401);
+        // The first failure ages: the answer must count down from it, not always say 60.
+        await sleep(2_100);
+        for (let i = 1; i < 60; i++) expect((await attempt()).status).toBe(401);
+        const limited = await timed(attempt);
+        expect(limited.response.status).toBe(429);
+        expectRetryAfter(limited.response, first.span, limited.span);
+        // Once blocked, a valid token that has not worked from that IP lately is read only through
+        // the address's small allowance past the limit (lockout-allowance.ts): here it has room.
+        const valid = await send(`${origin.base}/agent/v1/network`, {
+          headers: auth(tokens.read.token),
+          localAddress: from,
+        });
+        expect(valid.status).toBe(200);
+
+        const spoofed = await send(`${origin.base}/agent/v1/network`, {
+          headers: { ...bad, "x-forwarded-for": "198.51.100.77" },
+          localAddress: from,
+        });
+        expect(spoofed.status).toBe(429);
+
+        const other = await send(`${origin.base}/agent/v1/network`, {
+          headers: bad,
+          localAddress: "127.0.0.21",
+        });
+        expect(other.status).toBe(401);
+      });
+
+      it.sequential("holds the 60-failure limit when 100 bad requests from one IP arrive at once", async () => {
+        const responses = await Promise.all(
+          Array.from({ length: 100 }, () =>
+            send(`${origin.base}/agent/v1/network`, {
+              headers: auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`),
+              localAddress: "127.0.0.30",
+            }),
+          ),
+        );
+        const statuses = responses.map((response) => response.status);
+        expect(statuses.filter((status) => status === 401)).toHaveLength(60);
+        expect(statuses.filter((status) => status === 429)).toHaveLength(40);
+      });
+
+      it.sequential("selects the client from X-Forwarded-For when the peer is a trusted proxy", async () => {
+        const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
+        const via = (client: string) => ({ ...bad, "x-forwarded-for": `${client}, 127.0.0.1` });
+        for (let i = 0; i < 60; i++) {
+          expect(
+            (await send(`${proxied.base}/agent/v1/network`, { headers: via("203.0.113.5") })).status,
+          ).toBe(401);
+        }
+        expect((await send(`${proxied.base}/agent/v1/network`, { headers: via("203.0.113.5") })).status).toBe(
+          429,
+        );
+        expect((await send(`${proxied.base}/agent/v1/network`, { headers: via("203.0.113.6") })).status).toBe(
+          401,
+        );
+      });
+
+      it.sequential("counts an IPv6 client's failures per /64: another address in it is limited too", async () => {
+        const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
+        const via = (client: string) => ({ ...bad, "x-forwarded-for": client });
+        for (let i = 0; i < 60; i++) {
+          const from = `2001:db8:77:1::${(i + 1).toString(16)}`;
+          expect((await send(`${proxied.base}/agent/v1/network`, { headers: via(from) })).status).toBe(401);
+        }
+        const sameSite = await send(`${proxied.base}/agent/v1/network`, {
+          headers: via("2001:db8:77:1:ffff::9"),
+        });
+        expect(sameSite.status).toBe(429);
+        const otherSite = await send(`${proxied.base}/agent/v1/network`, {
+          headers: via("2001:db8:77:2::1"),
+        });
+        expect(otherSite.status).toBe(401);
+      });
+
+      it.sequential("429s an agent's 601st request in the window", async () => {
+        const agent = await issue(["read"]);
+        const read = () => send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) });
+        const first = await timed(read);
+        expect(first.response.status).toBe(200);
+        for (let i = 1; i < 600; i++) {
+          const response = await read();
+          if (response.status !== 200) throw new Error(`request ${i + 1} answered ${response.status}`);
+        }
+        const limited = await timed(read);
+        expect(limited.response.status).toBe(429);
+        expectRetryAfter(limited.response, first.span, limited.span);
+        // Another agent is not affected.
+        expect(
+          (await send(`${origin.base}/agent/v1/network`, { headers: auth(tokens.read.token) })).status,
+        ).toBe(200);
+      });
     });
 
     it("holds back no valid request from one IP while 100 wait on a slow database at once", async () => {
@@ -387,55 +452,6 @@ describe("gateway over HTTP (real database and devnet)", () => {
       });
       const statuses = (await responses!).map((response) => response.status);
       expect(statuses).toEqual(Array(100).fill(200));
-    });
-
-    it("selects the client from X-Forwarded-For when the peer is a trusted proxy", async () => {
-      const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
-      const via = (client: string) => ({ ...bad, "x-forwarded-for": `${client}, 127.0.0.1` });
-      for (let i = 0; i < 60; i++) {
-        expect((await send(`${proxied.base}/agent/v1/network`, { headers: via("203.0.113.5") })).status).toBe(
-          401,
-        );
-      }
-      expect((await send(`${proxied.base}/agent/v1/network`, { headers: via("203.0.113.5") })).status).toBe(
-        429,
-      );
-      expect((await send(`${proxied.base}/agent/v1/network`, { headers: via("203.0.113.6") })).status).toBe(
-        401,
-      );
-    });
-
-    it("counts an IPv6 client's failures per /64: another address in it is limited too", async () => {
-      const bad = auth(`agt_${randomBytes(16).toString("hex")}_${randomBytes(32).toString("hex")}`);
-      const via = (client: string) => ({ ...bad, "x-forwarded-for": client });
-      for (let i = 0; i < 60; i++) {
-        const from = `2001:db8:77:1::${(i + 1).toString(16)}`;
-        expect((await send(`${proxied.base}/agent/v1/network`, { headers: via(from) })).status).toBe(401);
-      }
-      const sameSite = await send(`${proxied.base}/agent/v1/network`, {
-        headers: via("2001:db8:77:1:ffff::9"),
-      });
-      expect(sameSite.status).toBe(429);
-      const otherSite = await send(`${proxied.base}/agent/v1/network`, { headers: via("2001:db8:77:2::1") });
-      expect(otherSite.status).toBe(401);
-    });
-
-    it("429s an agent's 601st request in the window", async () => {
-      const agent = await issue(["read"]);
-      const read = () => send(`${origin.base}/agent/v1/network`, { headers: auth(agent.token) });
-      const first = await timed(read);
-      expect(first.response.status).toBe(200);
-      for (let i = 1; i < 600; i++) {
-        const response = await read();
-        if (response.status !== 200) throw new Error(`request ${i + 1} answered ${response.status}`);
-      }
-      const limited = await timed(read);
-      expect(limited.response.status).toBe(429);
-      expectRetryAfter(limited.response, first.span, limited.span);
-      // Another agent is not affected.
-      expect(
-        (await send(`${origin.base}/agent/v1/network`, { headers: auth(tokens.read.token) })).status,
-      ).toBe(200);
     });
   });
 

@@ -32,6 +32,8 @@ const REGISTRATION_ADMIN = randomBytes(32).toString("hex");
 const EDGE_SECRET = randomBytes(32).toString("hex");
 /** How late a 408 may come after the deadline on a shared machine. */
 const SLACK_MS = 3_000;
+/** Adjacent concurrent blocks run at once; each block's tests run as it marks them. */
+const BESIDE = { concurrent: true } as const;
 
 describe("slow request bodies (origin as its own process)", () => {
   const stack = useMoneyStack({
@@ -79,32 +81,66 @@ describe("slow request bodies (origin as its own process)", () => {
     expect(answer.at - sentAt, what).toBeLessThan(BODY_DEADLINE_MS + SLACK_MS);
   };
 
-  it("16 half-sent /rpc bodies from 4 tokens leave another agent's /rpc answering 200", async () => {
-    const attackers = agents.slice(0, 4);
-    const sentAt = Date.now();
-    const slow: HalfSentRequest[] = attackers.flatMap((agent, index) =>
-      Array.from({ length: RPC_IN_FLIGHT.perAgent }, (_, i) =>
-        sendHalfBody(`${origin.base}/agent/v1/rpc`, {
-          headers: auth(agent.token),
-          // Both ways a body is framed: a declared length, and chunks.
-          ...((index + i) % 2 === 0 ? { declaredLength: 64 } : {}),
-        }),
-      ),
-    );
-    expect(slow).toHaveLength(RPC_IN_FLIGHT.perNode);
-    await Promise.all(slow.map((request) => request.sent));
-    // Long enough for every one of them to be authenticated and waiting on its body.
-    await sleep(1_000);
+  // The two waits for a deadline run beside each other (vitest runs adjacent concurrent blocks at
+  // once): the half-sent /rpc bodies (each agent its own, the other agent's /rpc answered while
+  // they wait) and the trickled headers (a connection that never reaches a route). The test that
+  // counts the tables' rows runs after them, alone (docs/performance.md, "The test suite").
+  describe("half-sent /rpc bodies", BESIDE, () => {
+    it("16 half-sent /rpc bodies from 4 tokens leave another agent's /rpc answering 200", async () => {
+      const attackers = agents.slice(0, 4);
+      const sentAt = Date.now();
+      const slow: HalfSentRequest[] = attackers.flatMap((agent, index) =>
+        Array.from({ length: RPC_IN_FLIGHT.perAgent }, (_, i) =>
+          sendHalfBody(`${origin.base}/agent/v1/rpc`, {
+            headers: auth(agent.token),
+            // Both ways a body is framed: a declared length, and chunks.
+            ...((index + i) % 2 === 0 ? { declaredLength: 64 } : {}),
+          }),
+        ),
+      );
+      expect(slow).toHaveLength(RPC_IN_FLIGHT.perNode);
+      await Promise.all(slow.map((request) => request.sent));
+      // Long enough for every one of them to be authenticated and waiting on its body.
+      await sleep(1_000);
 
-    const other = await chainId(agents[4]!.token);
-    expect(other.status).toBe(200);
-    expect(other.body).toEqual({ jsonrpc: "2.0", id: 1, result: "0x4d" });
-    // Nor do they hold their own tokens' slots.
-    expect((await chainId(attackers[0]!.token)).status).toBe(200);
+      const other = await chainId(agents[4]!.token);
+      expect(other.status).toBe(200);
+      expect(other.body).toEqual({ jsonrpc: "2.0", id: 1, result: "0x4d" });
+      // Nor do they hold their own tokens' slots.
+      expect((await chainId(attackers[0]!.token)).status).toBe(200);
 
-    // Each slow body is answered 408 at the deadline, and its connection closed.
-    const answers = await Promise.all(slow.map((request) => request.answer));
-    for (const [i, answer] of answers.entries()) expectTimedOut(answer, sentAt, `slow /rpc ${i}`);
+      // Each slow body is answered 408 at the deadline, and its connection closed.
+      const answers = await Promise.all(slow.map((request) => request.answer));
+      for (const [i, answer] of answers.entries()) expectTimedOut(answer, sentAt, `slow /rpc ${i}`);
+    });
+  });
+
+  describe("trickled headers", BESIDE, () => {
+    it("answers a client that trickles its headers 408 once the server's headers timeout has passed", async () => {
+      const { port } = new URL(origin.base);
+      const socket = connect(Number(port), "127.0.0.1");
+      await once(socket, "connect");
+      const chunks: Buffer[] = [];
+      socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+      const closed = Promise.race([once(socket, "close"), once(socket, "error")]);
+      const startedAt = Date.now();
+      socket.write("POST /77/agent/v1/rpc HTTP/1.1\r\nHost: origin\r\n");
+      // A header line every second: the connection is never idle, the headers never end.
+      const trickle = setInterval(
+        () => socket.writable && socket.write(`X-Slow-${Date.now()}: 1\r\n`),
+        1_000,
+      );
+      await closed;
+      clearInterval(trickle);
+      const text = Buffer.concat(chunks).toString("utf8");
+      expect(text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+      expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4))).toMatchObject({
+        error: { code: "request_timeout" },
+      });
+      const { headersTimeout, connectionsCheckingInterval } = RECEIVE_TIMEOUTS;
+      expect(Date.now() - startedAt).toBeGreaterThanOrEqual(headersTimeout - 100);
+      expect(Date.now() - startedAt).toBeLessThan(headersTimeout + connectionsCheckingInterval + SLACK_MS);
+    });
   });
 
   it("every other route that reads a body answers a stalled one 408 at the deadline, having done nothing", async () => {
@@ -151,28 +187,5 @@ describe("slow request bodies (origin as its own process)", () => {
     expect(await rows()).toBe(before);
     // Nor was the token rotated: it still works.
     expect((await chainId(agent.token)).status).toBe(200);
-  });
-
-  it("answers a client that trickles its headers 408 once the server's headers timeout has passed", async () => {
-    const { port } = new URL(origin.base);
-    const socket = connect(Number(port), "127.0.0.1");
-    await once(socket, "connect");
-    const chunks: Buffer[] = [];
-    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
-    const closed = Promise.race([once(socket, "close"), once(socket, "error")]);
-    const startedAt = Date.now();
-    socket.write("POST /77/agent/v1/rpc HTTP/1.1\r\nHost: origin\r\n");
-    // A header line every second: the connection is never idle, the headers never end.
-    const trickle = setInterval(() => socket.writable && socket.write(`X-Slow-${Date.now()}: 1\r\n`), 1_000);
-    await closed;
-    clearInterval(trickle);
-    const text = Buffer.concat(chunks).toString("utf8");
-    expect(text).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
-    expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4))).toMatchObject({
-      error: { code: "request_timeout" },
-    });
-    const { headersTimeout, connectionsCheckingInterval } = RECEIVE_TIMEOUTS;
-    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(headersTimeout - 100);
-    expect(Date.now() - startedAt).toBeLessThan(headersTimeout + connectionsCheckingInterval + SLACK_MS);
   });
 });
