@@ -73,10 +73,18 @@ function register(origin: TestOrigin, ip: string): Promise<TestResponse> {
   });
 }
 
+/**
+ * The dead link's test of the registration (an origin behind `proxy`) and the one of the money batch
+ * (a pool of its own behind `batchProxy`) run at once: each waits out the dead side's statement bound
+ * (DEAD_ORIGIN_STATEMENT_WAIT_MS) before it ends, on a link and rows of its own (the policy row, a
+ * new sender's nonce row). docs/performance.md, "The test suite".
+ */
 describe("locks held by an origin whose database link dies silently (real Postgres, a stalled link)", () => {
   let testDb: TestDatabase;
   let proxy: TcpProxy;
   let behindProxy: DatabaseHandle;
+  let batchProxy: TcpProxy;
+  let batchBehindProxy: DatabaseHandle;
   let cutOff: TestOrigin;
   let healthy: TestOrigin;
   const db = () => testDb.handle.db;
@@ -98,20 +106,30 @@ describe("locks held by an origin whose database link dies silently (real Postgr
       statementWaitMs: DEAD_ORIGIN_STATEMENT_WAIT_MS,
       transactionIdleMs: TRANSACTION_IDLE_MS,
     });
+    batchProxy = await startTcpProxy(testDb.url);
+    batchBehindProxy = connectDatabase({
+      url: urlThrough(batchProxy, testDb.url),
+      maxConnections: 4,
+      statementWaitMs: DEAD_ORIGIN_STATEMENT_WAIT_MS,
+      transactionIdleMs: TRANSACTION_IDLE_MS,
+    });
     cutOff = await startTestOrigin({ database: behindProxy, env: ENV, workers: [] });
     healthy = await startTestOrigin({ database: testDb.handle, env: ENV, workers: [] });
     await updateRegistrationPolicy(db(), { changes: { paused: false, keyReserve: 0 }, reason: "test" });
   });
   afterAll(async () => {
     proxy?.restore();
+    batchProxy?.restore();
     await cutOff?.close();
     await healthy?.close();
     await behindProxy?.close();
+    await batchBehindProxy?.close();
     await proxy?.close();
+    await batchProxy?.close();
     await testDb?.drop();
   });
 
-  it("another origin's public registration waits for the policy row only as long as the idle bound, not for hours", async () => {
+  it.concurrent("another origin's public registration waits for the policy row only as long as the idle bound, not for hours", async () => {
     // Mutation: connectDatabase without idle_in_transaction_session_timeout leaves the dead
     // origin's transaction, and the policy row's lock, in Postgres until TCP keepalive gives up
     // (over two hours); the healthy origin's registration waits for it, answered 503 at its
@@ -143,15 +161,14 @@ describe("locks held by an origin whose database link dies silently (real Postgr
     await lost;
   }, 90_000);
 
-  it("another origin's money batch takes a sender's nonce row the dead origin's batch held", async () => {
+  it.concurrent("another origin's money batch takes a sender's nonce row the dead origin's batch held", async () => {
     // Mutation: as above; the healthy origin's batch of that sender waits at the lock and fails
     // at its statement bound, and every transfer of that sender after it.
-    proxy.restore();
-    await untilAnswers(behindProxy);
+    await untilAnswers(batchBehindProxy);
     const sender = `0x${randomBytes(20).toString("hex")}`;
-    const batch = await openPipelinedTransaction(behindProxy.db);
+    const batch = await openPipelinedTransaction(batchBehindProxy.db);
     await batch.run(lockStatement, { senders: `{${sender}}` });
-    proxy.stall();
+    batchProxy.stall();
     const ended = batch.rollback().catch(() => undefined);
 
     const started = performance.now();

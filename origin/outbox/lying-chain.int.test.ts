@@ -104,23 +104,70 @@ describe("a chain that lies about a broadcast it took (real processes, a lying p
     expect(repeat.body).toMatchObject({ action_id: actionId, status: "confirmed" });
   };
 
-  it.each(CASES)("a transfer answered %s, %s: paid once, confirmed, never failed", async (mode, setup) => {
-    const [a, b] = origins(setup);
-    const agent = await stack.newAgent({ units: 5_000_000n });
-    const recipient = newAccount().address;
-    const lied = proxy.lieOnce(paymentOf(agent.wallet), mode, LAG_MS);
-    const key = newKey();
-    const body = { idempotency_key: key, to: recipient, amount: "2000000" };
-    const answer = await agentCalls(a.base, agent.token).transfer(body);
-    expect(answer.status, JSON.stringify(answer.body)).toBe(202);
-    await lied;
-    const actionId = (answer.body as ActionView).action_id;
-    const { seen, view } = await follow(agent, actionId, [a, b]);
-    expect(view.status).toBe("confirmed");
-    expect(seen.has("failed")).toBe(false);
-    expectRepeatConfirmed(await agentCalls(b.base, agent.token).transfer(body), actionId);
-    expect(await chain.getBalance({ address: recipient })).toBe(2_000_000n * WEI_PER_UNIT);
-  });
+  // The transfers' and the fillers' cases run at once (vitest runs adjacent concurrent tests
+  // together), most of each the lagging node's LAG_MS: each lies about and refuses only its own
+  // agent's broadcasts, and reads only its own agent's rows and recipient. The faucet's and the
+  // settlements' cases run in turn after them: each of those lies about the first broadcast of a
+  // sender they all share (the treasury, the settler). docs/performance.md, "The test suite".
+  it.concurrent.each(CASES)(
+    "a transfer answered %s, %s: paid once, confirmed, never failed",
+    async (mode, setup) => {
+      const [a, b] = origins(setup);
+      const agent = await stack.newAgent({ units: 5_000_000n });
+      const recipient = newAccount().address;
+      const lied = proxy.lieOnce(paymentOf(agent.wallet), mode, LAG_MS);
+      const key = newKey();
+      const body = { idempotency_key: key, to: recipient, amount: "2000000" };
+      const answer = await agentCalls(a.base, agent.token).transfer(body);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(202);
+      await lied;
+      const actionId = (answer.body as ActionView).action_id;
+      const { seen, view } = await follow(agent, actionId, [a, b]);
+      expect(view.status).toBe("confirmed");
+      expect(seen.has("failed")).toBe(false);
+      expectRepeatConfirmed(await agentCalls(b.base, agent.token).transfer(body), actionId);
+      expect(await chain.getBalance({ address: recipient })).toBe(2_000_000n * WEI_PER_UNIT);
+    },
+  );
+
+  it.concurrent.each(CASES)(
+    "a filler answered %s, %s: the transfer it replaced ends failed only once the filler is mined; nothing moved",
+    async (mode, setup) => {
+      const [a, b] = origins(setup);
+      const agent = await stack.newAgent({ units: 5_000_000n });
+      const wallet = agent.wallet.toLowerCase();
+      const recipient = newAccount().address;
+      // The transfer is refused by every node it reaches; its filler is taken and lied about.
+      const refusing = proxy.refuseEvery(paymentOf(wallet));
+      const lied = proxy.lieOnce((tx) => tx.from === wallet && tx.to === wallet, mode, LAG_MS);
+      const key = newKey();
+      const body = { idempotency_key: key, to: recipient, amount: "2000000" };
+      try {
+        const answer = await agentCalls(a.base, agent.token).transfer(body);
+        expect(answer.status, JSON.stringify(answer.body)).toBe(202);
+        await lied;
+        const actionId = (answer.body as ActionView).action_id;
+        const { view } = await follow(agent, actionId, [a, b]);
+        expect(view).toMatchObject({ status: "failed", error_code: "broadcast_refused" });
+        // "Nothing moved" only once proven: the filler is mined at the transfer's nonce.
+        const rows = await queryRows<{ purpose: string; status: string }>(
+          stack.db.handle.db,
+          sql`select purpose, status from outgoing_transactions where sender = ${wallet} order by created_at`,
+        );
+        expect(rows).toEqual([
+          { purpose: "transfer", status: "failed" },
+          { purpose: "filler", status: "confirmed" },
+        ]);
+        expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(1);
+        const repeat = await agentCalls(b.base, agent.token).transfer(body);
+        expect(repeat.status).toBe(422);
+        expect(repeat.body).toMatchObject({ error: { code: "broadcast_refused", action_id: actionId } });
+      } finally {
+        refusing.stop();
+      }
+      expect(await chain.getBalance({ address: recipient })).toBe(0n);
+    },
+  );
 
   it.each(CASES)(
     "a faucet payout answered %s, %s: paid once, confirmed, never failed",
@@ -174,45 +221,6 @@ describe("a chain that lies about a broadcast it took (real processes, a lying p
       expect((await chain.getBalance({ address: payTo })) - before).toBe(X402_AMOUNT * WEI_PER_UNIT);
       const payerBalance = await chain.getBalance({ address: payer.address });
       expect(payerBalance).toBe((1_000_000n - X402_AMOUNT) * WEI_PER_UNIT);
-    },
-  );
-
-  it.each(CASES)(
-    "a filler answered %s, %s: the transfer it replaced ends failed only once the filler is mined; nothing moved",
-    async (mode, setup) => {
-      const [a, b] = origins(setup);
-      const agent = await stack.newAgent({ units: 5_000_000n });
-      const wallet = agent.wallet.toLowerCase();
-      const recipient = newAccount().address;
-      // The transfer is refused by every node it reaches; its filler is taken and lied about.
-      const refusing = proxy.refuseEvery(paymentOf(wallet));
-      const lied = proxy.lieOnce((tx) => tx.from === wallet && tx.to === wallet, mode, LAG_MS);
-      const key = newKey();
-      const body = { idempotency_key: key, to: recipient, amount: "2000000" };
-      try {
-        const answer = await agentCalls(a.base, agent.token).transfer(body);
-        expect(answer.status, JSON.stringify(answer.body)).toBe(202);
-        await lied;
-        const actionId = (answer.body as ActionView).action_id;
-        const { view } = await follow(agent, actionId, [a, b]);
-        expect(view).toMatchObject({ status: "failed", error_code: "broadcast_refused" });
-        // "Nothing moved" only once proven: the filler is mined at the transfer's nonce.
-        const rows = await queryRows<{ purpose: string; status: string }>(
-          stack.db.handle.db,
-          sql`select purpose, status from outgoing_transactions where sender = ${wallet} order by created_at`,
-        );
-        expect(rows).toEqual([
-          { purpose: "transfer", status: "failed" },
-          { purpose: "filler", status: "confirmed" },
-        ]);
-        expect(await chain.getTransactionCount({ address: agent.wallet })).toBe(1);
-        const repeat = await agentCalls(b.base, agent.token).transfer(body);
-        expect(repeat.status).toBe(422);
-        expect(repeat.body).toMatchObject({ error: { code: "broadcast_refused", action_id: actionId } });
-      } finally {
-        refusing.stop();
-      }
-      expect(await chain.getBalance({ address: recipient })).toBe(0n);
     },
   );
 });
