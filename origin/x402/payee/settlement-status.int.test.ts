@@ -42,6 +42,12 @@ const AMOUNT = 10_000n;
 const payTo = newAccount().address.toLowerCase() as Address;
 /** Short, so that a receipt held back by the devnet outlasts it. */
 const RECEIPT_TIMEOUT_MS = 1_500;
+/**
+ * AGENT_X402_VALIDITY_MARGIN_SECONDS, sealed in the stack's policy and given to its origins: short,
+ * so that the tests of what a settlement answers once an authorization's window and this margin
+ * have passed wait seconds less (the default is 6).
+ */
+const MARGIN_SECONDS = 2;
 
 // The stack's own origin follows no transaction of its own (its tracker is slowed right down): the
 // origins each block starts are the ones that settle, so a refused broadcast is not sent again
@@ -49,6 +55,7 @@ const RECEIPT_TIMEOUT_MS = 1_500;
 const stack = useMoneyStack(
   {
     x402: { amountUnits: AMOUNT, payTo },
+    policy: { x402ValidityMarginSeconds: MARGIN_SECONDS },
     tracker: { periodMs: 3_600_000 },
     env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: String(RECEIPT_TIMEOUT_MS) },
   },
@@ -319,7 +326,9 @@ describe("through the edge, an origin whose chain mines when told", () => {
     const payer = await fundedPayer(stack.devnet.url);
     const quoted = await quote(`${node.edge.url}/77/x402/demo`);
     const now = BigInt(Math.floor(Date.now() / 1000));
-    const payload = await envelopeWithWindow(quoted, payer, { validAfter: 0n, validBefore: now + 10n });
+    // Settled while more than the margin is left: 4 s to spare.
+    const validBefore = now + BigInt(MARGIN_SECONDS) + 4n;
+    const payload = await envelopeWithWindow(quoted, payer, { validAfter: 0n, validBefore });
     const transaction = await withMiningHeld(async (mine) => {
       const pending = await post(node.facilitator, "settle", payload);
       expect(pending).toMatchObject({ status: 504, body: { errorReason: X402_REASONS.settlementPending } });
@@ -330,7 +339,7 @@ describe("through the edge, an origin whose chain mines when told", () => {
       .poll(async () => (await read(statusUrl(payload))).body.status, { timeout: 30_000, interval: 100 })
       .toBe("settled");
     // Past validBefore, by more than the margin.
-    await sleep(Math.max(0, Number(now + 10n + 7n) * 1000 - Date.now()));
+    await sleep(Math.max(0, Number(validBefore + BigInt(MARGIN_SECONDS) + 1n) * 1000 - Date.now()));
     expect(await post(node.facilitator, "verify", payload)).toEqual({
       status: 200,
       body: { isValid: true, payer: payer.address.toLowerCase() },
@@ -677,9 +686,10 @@ describe("a settlement the chain refused", () => {
     try {
       const payer = await fundedPayer(stack.devnet.url);
       const quoted = await quote(`${node.edge.url}/77/x402/demo`);
-      // Each settle must come while more than the margin (6 s) is left: the second is sent about
-      // 2 s in (the first refusal done), so 14 s leaves it 5 s to spare on a slow machine.
-      const validBefore = BigInt(Math.floor(Date.now() / 1000) + 14);
+      // Each settle must come while more than the margin (MARGIN_SECONDS) is left: the second is
+      // sent about 2 s in (the first refusal done), so 10 s more than the margin leaves it 7 s to
+      // spare on a slow machine (and the relay below, before validBefore, more).
+      const validBefore = BigInt(Math.floor(Date.now() / 1000) + MARGIN_SECONDS + 10);
       const window = { validAfter: 0n, validBefore };
       const unused = await envelopeWithWindow(quoted, payer, window);
       const relayedLate = await envelopeWithWindow(quoted, payer, window);
@@ -697,9 +707,9 @@ describe("a settlement the chain refused", () => {
       expect(BigInt(Math.floor(Date.now() / 1000))).toBeLessThan(validBefore);
 
       // Past validBefore and the margin, the one relayed says so; the other is asked once more.
-      // (AGENT_X402_VALIDITY_MARGIN_SECONDS, 6 s, as sealed: a block's time may run behind ours).
-      // The database's clock is this machine's: a quarter second past that point is past it there.
-      await sleep((Number(validBefore) + 6) * 1000 + 250 - Date.now());
+      // (AGENT_X402_VALIDITY_MARGIN_SECONDS, MARGIN_SECONDS as sealed: a block's time may run behind
+      // ours). The database's clock is this machine's: a quarter second past that point is past it there.
+      await sleep((Number(validBefore) + MARGIN_SECONDS) * 1000 + 250 - Date.now());
       expect((await read(lateUrl)).body).toMatchObject({ authorization_used_elsewhere: true });
       expect((await read(unusedUrl)).body).toMatchObject({ authorization_used_elsewhere: false });
       before = storageReads();
@@ -904,49 +914,55 @@ describe("the database out of reach", () => {
     // told the nonce is used: paid, nothing delivered. Mutation: storing the settlement without
     // its paid answer (and owing it only after the receipt wait, as before) answers the retry 400
     // invalid_exact_evm_nonce_already_used.
-    await withDatabaseBehindProxy(async ({ origin, proxy }) => {
-      const facilitator = `${origin.base}/x402/facilitator`;
-      const payer = await fundedPayer(stack.devnet.url);
-      const payload = await envelope(`${origin.base}/x402/demo`, payer);
-      const first = await withMiningHeld(async () => {
-        const answer = post(facilitator, "settle", payload);
-        // Stored (committed with its settler transaction) and on its way to the chain: the
-        // database goes away while the settle waits for a receipt the devnet holds back.
-        await expect
-          .poll(() => settlerTransactions(payload), { timeout: 30_000, interval: 20 })
-          .toHaveLength(1);
-        proxy.cut("reset");
-        const settled = await answer;
-        proxy.restore();
-        return settled;
-      });
-      const [transaction] = await settlerTransactions(payload);
-      // Either way the answer asks for the same payment again, never for a new one.
-      expect([503, 504]).toContain(first.status);
-      expect([X402_REASONS.serviceUnavailable, X402_REASONS.settlementPending]).toContain(
-        first.body.errorReason,
-      );
-      // Mined now; an origin with a tracker of its own records it.
-      const node = await originBehindEdge();
-      try {
-        await expect
-          .poll(async () => (await read(statusUrlAt(node.facilitator, payload))).body.status, {
-            timeout: 30_000,
-            interval: 100,
-          })
-          .toBe("settled");
-      } finally {
-        await node.close();
-      }
-      const retry = await post(facilitator, "settle", payload);
-      expect(retry).toMatchObject({ status: 200, body: { success: true, transaction } });
-      // The one paid answer the first one owed: any later presentation learns the nonce is used.
-      expect(await post(facilitator, "settle", payload)).toMatchObject({
-        status: 400,
-        body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction },
-      });
-      expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
-    });
+    // The settling origin's chain timeout is 2 s (5 s by default): the broadcast lease its lost
+    // database leaves held runs out after 6 s instead of 15 (store.ts broadcastLeaseMs), and the
+    // tracker of the origin started below may record the receipt then.
+    await withDatabaseBehindProxy(
+      async ({ origin, proxy }) => {
+        const facilitator = `${origin.base}/x402/facilitator`;
+        const payer = await fundedPayer(stack.devnet.url);
+        const payload = await envelope(`${origin.base}/x402/demo`, payer);
+        const first = await withMiningHeld(async () => {
+          const answer = post(facilitator, "settle", payload);
+          // Stored (committed with its settler transaction) and on its way to the chain: the
+          // database goes away while the settle waits for a receipt the devnet holds back.
+          await expect
+            .poll(() => settlerTransactions(payload), { timeout: 30_000, interval: 20 })
+            .toHaveLength(1);
+          proxy.cut("reset");
+          const settled = await answer;
+          proxy.restore();
+          return settled;
+        });
+        const [transaction] = await settlerTransactions(payload);
+        // Either way the answer asks for the same payment again, never for a new one.
+        expect([503, 504]).toContain(first.status);
+        expect([X402_REASONS.serviceUnavailable, X402_REASONS.settlementPending]).toContain(
+          first.body.errorReason,
+        );
+        // Mined now; an origin with a tracker of its own records it.
+        const node = await originBehindEdge();
+        try {
+          await expect
+            .poll(async () => (await read(statusUrlAt(node.facilitator, payload))).body.status, {
+              timeout: 30_000,
+              interval: 100,
+            })
+            .toBe("settled");
+        } finally {
+          await node.close();
+        }
+        const retry = await post(facilitator, "settle", payload);
+        expect(retry).toMatchObject({ status: 200, body: { success: true, transaction } });
+        // The one paid answer the first one owed: any later presentation learns the nonce is used.
+        expect(await post(facilitator, "settle", payload)).toMatchObject({
+          status: 400,
+          body: { success: false, errorReason: X402_REASONS.nonceUsed, transaction },
+        });
+        expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
+      },
+      { CHAIN_RPC_TIMEOUT_MS: "2000" },
+    );
   }, 120_000);
 });
 
