@@ -16,7 +16,12 @@ const AMOUNT = 10_000n;
 /** The node's validity bound: its offers are served again for 10 s, then signed anew. */
 const MAX_TIMEOUT_SECONDS = 20;
 
-describe("x402 retries across a new offer (real stack, offers on)", { timeout: 120_000 }, () => {
+// Its two tests wait out the offer's reuse beside each other: each pays with an agent of its own,
+// and counts only that agent's actions, signatures and settlements.
+describe("x402 retries across a new offer (real stack, offers on)", {
+  timeout: 120_000,
+  concurrent: true,
+}, () => {
   const stack = useMoneyStack(
     {
       x402: { amountUnits: AMOUNT, payTo: "enclave-payee" },
