@@ -366,7 +366,7 @@ describe("agent-wallet CLI (through the edge, real stack)", () => {
   it(
     "a transfer stopped with Ctrl-C while its request is out says its key on stderr; the same command with it moves the money once",
     SLOW,
-    async () => {
+    async ({ expect }) => {
       const payer = await stack.newAgent({ units: 1_000_000n });
       const to = newAccount().address;
       const args = ["transfer", "--to", to, "--amount", "1000"];

@@ -690,7 +690,9 @@ describe("gateway over HTTP (real database and devnet)", () => {
       }
     });
 
-    it("caps /rpc calls in flight per agent (4) and per node (16): 429 with retry_after past them", async () => {
+    it("caps /rpc calls in flight per agent (4) and per node (16): 429 with retry_after past them", async ({
+      expect,
+    }) => {
       // A chain that holds each call until the test lets it answer, so the calls admitted stay in
       // flight however slowly this machine runs the rest. It answered after a fixed 700 ms, and the
       // test waited a fixed 300 ms for its 16 calls to be admitted: on a loaded machine a call

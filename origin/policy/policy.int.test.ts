@@ -378,7 +378,9 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
       expect(await outgoing(agent)).toBe(0);
     });
 
-    it.sequential("an approved transfer whose agent is revoked while its signing waits at the sender's lock is never signed: it ends failed identity_revoked", async () => {
+    it.sequential("an approved transfer whose agent is revoked while its signing waits at the sender's lock is never signed: it ends failed identity_revoked", async ({
+      expect,
+    }) => {
       // Mutation: the gate reading only the enabled flag (a revocation leaves it as it was) signs it.
       const agent = await stack.newAgent({ units: 20_000_000n });
       const view = await approvedWhileSenderHeld(agent, async () => {
@@ -420,7 +422,9 @@ describe("an agent's spending policy through the gateway (real stack)", () => {
       expect(await outgoing(agent)).toBe(1);
     });
 
-    it.sequential("an approved transfer whose hold ends while its signing waits at the sender's lock ends expired, never signed: it is not held again for a new hold", async () => {
+    it.sequential("an approved transfer whose hold ends while its signing waits at the sender's lock ends expired, never signed: it is not held again for a new hold", async ({
+      expect,
+    }) => {
       // The enclave refuses it as held (its approval lasted until the hold's end), and a hold that
       // has ended cannot be approved again. Mutation: the refusal taken as an approval used up by a
       // lost signature (approval-lost.int.test.ts) holds it again, for a whole new hold.
