@@ -18,9 +18,15 @@ export type HeldLock = {
  * Runs `lock` (a locking statement) and holds what it took until `release`, or until the test that
  * took it ends, whichever is first: a test that fails between the two (a wait that never ends, an
  * expectation) would otherwise leave the transaction open, its connection out of the pool, and the
- * file's shutdown waiting on it until the hook timeout. Called inside a test only.
+ * file's shutdown waiting on it until the hook timeout. Called inside a test only; a test that runs
+ * beside others passes its context's `onTestFinished` (the global one attaches the release to
+ * whichever test vitest calls current, which may be one beside it that ends sooner).
  */
-export async function holdLock(db: Db, lock: SQL): Promise<HeldLock> {
+export async function holdLock(
+  db: Db,
+  lock: SQL,
+  test: { onTestFinished: typeof onTestFinished } = { onTestFinished },
+): Promise<HeldLock> {
   let letGo!: () => void;
   const released = new Promise<void>((resolve) => {
     letGo = resolve;
@@ -40,7 +46,7 @@ export async function holdLock(db: Db, lock: SQL): Promise<HeldLock> {
     await holder;
   };
   // A lock statement that failed has failed holdLock itself: nothing more to say here.
-  onTestFinished(() => release().catch(() => {}));
+  test.onTestFinished(() => release().catch(() => {}));
   // A lock statement that fails ends the holder before it is taken.
   const pid = await Promise.race([taken, holder.then(() => 0)]);
   return { pid, release };

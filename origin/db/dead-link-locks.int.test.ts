@@ -129,12 +129,14 @@ describe("locks held by an origin whose database link dies silently (real Postgr
     await testDb?.drop();
   });
 
-  it.concurrent("another origin's public registration waits for the policy row only as long as the idle bound, not for hours", async () => {
+  it.concurrent("another origin's public registration waits for the policy row only as long as the idle bound, not for hours", async ({
+    onTestFinished,
+  }) => {
     // Mutation: connectDatabase without idle_in_transaction_session_timeout leaves the dead
     // origin's transaction, and the policy row's lock, in Postgres until TCP keepalive gives up
     // (over two hours); the healthy origin's registration waits for it, answered 503 at its
     // statement bound, and so does every one after it.
-    const hold = await holdLock(db(), sql`select pg_advisory_xact_lock(${INSERT_HOLD})`);
+    const hold = await holdLock(db(), sql`select pg_advisory_xact_lock(${INSERT_HOLD})`, { onTestFinished });
     const lost = register(cutOff, "81.5.0.1").catch(() => undefined);
     await waitUntilBlockedBy(db(), {
       holder: hold.pid,
