@@ -70,7 +70,7 @@ async function cloneTemplate(adminUrl: string, name: string, template: string): 
  */
 export async function databaseBehindProxy(
   url: string,
-  pool: Pick<ConnectDatabaseParams, "maxConnections" | "statementWaitMs"> = {},
+  pool: Pick<ConnectDatabaseParams, "maxConnections" | "statementWaitMs" | "transactionIdleMs"> = {},
 ): Promise<{ proxy: TcpProxy; database: DatabaseHandle }> {
   const proxy = await startTcpProxy(`http://${new URL(url).host}`);
   const database = connectDatabase({ url: urlThrough(proxy, url), driver: "pg", maxConnections: 4, ...pool });

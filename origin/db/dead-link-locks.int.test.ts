@@ -3,13 +3,13 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HEADER_EDGE_SECRET, HEADER_REGISTRATION, HEADER_REGISTRATION_IP } from "../../shared/constants.ts";
 import { sleep } from "../../shared/sleep.ts";
-import { createTestDatabase, type TestDatabase, urlThrough } from "../../testing/database.ts";
+import { createTestDatabase, databaseBehindProxy, type TestDatabase } from "../../testing/database.ts";
 import { holdLock } from "../../testing/held-lock.ts";
 import { send, type TestResponse } from "../../testing/http.ts";
 import { waitUntilBlockedBy } from "../../testing/lock-waiters.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
 import { seedFreeKeys } from "../../testing/seed.ts";
-import { startTcpProxy, type TcpProxy } from "../../testing/tcp-proxy.ts";
+import type { TcpProxy } from "../../testing/tcp-proxy.ts";
 import { startWsRelay } from "../../testing/ws-relay.ts";
 import { lockStatement } from "../outbox/submit.ts";
 import { updateRegistrationPolicy } from "../registration/policy-repository.ts";
@@ -99,20 +99,12 @@ describe("locks held by an origin whose database link dies silently (real Postgr
       create trigger hold_issuance_insert after insert on registration_issued
         for each row execute function hold_issuance_insert();`),
     );
-    proxy = await startTcpProxy(testDb.url);
-    behindProxy = connectDatabase({
-      url: urlThrough(proxy, testDb.url),
-      maxConnections: 4,
+    const deadSide = {
       statementWaitMs: DEAD_ORIGIN_STATEMENT_WAIT_MS,
       transactionIdleMs: TRANSACTION_IDLE_MS,
-    });
-    batchProxy = await startTcpProxy(testDb.url);
-    batchBehindProxy = connectDatabase({
-      url: urlThrough(batchProxy, testDb.url),
-      maxConnections: 4,
-      statementWaitMs: DEAD_ORIGIN_STATEMENT_WAIT_MS,
-      transactionIdleMs: TRANSACTION_IDLE_MS,
-    });
+    };
+    ({ proxy, database: behindProxy } = await databaseBehindProxy(testDb.url, deadSide));
+    ({ proxy: batchProxy, database: batchBehindProxy } = await databaseBehindProxy(testDb.url, deadSide));
     cutOff = await startTestOrigin({ database: behindProxy, env: ENV, workers: [] });
     healthy = await startTestOrigin({ database: testDb.handle, env: ENV, workers: [] });
     await updateRegistrationPolicy(db(), { changes: { paused: false, keyReserve: 0 }, reason: "test" });
