@@ -5,7 +5,7 @@ import { sleep } from "../shared/sleep.ts";
 import { type EdgeHandle, startTestEdge } from "../testing/edge.ts";
 import { rejection } from "../testing/gateway-rejection.ts";
 import { type MoneyStack, startMoneyStack } from "../testing/money-stack.ts";
-import type { TestOrigin } from "../testing/origin.ts";
+import { startTestOrigin, type TestOrigin } from "../testing/origin.ts";
 import { type RpcCutProxy, startRpcCutProxy } from "../testing/rpc-cut-proxy.ts";
 import { startTcpProxy, type TcpProxy } from "../testing/tcp-proxy.ts";
 import { afterFeedReads } from "../testing/worker-ticks.ts";
@@ -25,6 +25,8 @@ import {
 // TCP link the test can cut, which drops the stream's connection for real.
 
 const EDGE_SECRET = randomBytes(32).toString("hex");
+/** The poll period of the edge's origin's event feed (origin/events/feed.ts; a second by default). */
+const FEED_POLL_MS = 200;
 
 /** The events an iterator yields, collected in the background until it ends or throws. */
 type Collected = {
@@ -101,13 +103,21 @@ describe("the client's events() and waitForAction() through the edge (real stack
       database: "own cluster",
     });
     rpc = await startRpcCutProxy(stack.devnet.url);
-    origin = await stack.startOrigin({}, undefined, rpc.url);
+    // Its feed polls every FEED_POLL_MS, not every second: the checks that nothing more came wait
+    // for two of its whole reads (afterFeedReads), and the streams follow it.
+    origin = await startTestOrigin({
+      database: stack.db.handle,
+      rpcUrl: rpc.url,
+      env: stack.originEnv,
+      events: { feedPollMs: FEED_POLL_MS },
+    });
     edge = await startTestEdge({ originUrl: origin.url, edgeSharedSecret: EDGE_SECRET, onLine: () => {} });
     link = await startTcpProxy(edge.url);
   });
   afterAll(async () => {
     await link?.close();
     await edge?.stop();
+    await origin?.close();
     await stack?.close();
     await rpc?.close();
   });

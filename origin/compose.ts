@@ -44,7 +44,7 @@ import type { Capability, CapabilityName, StartupCheckName } from "./capability.
 import { createFeeOracle } from "./chain/fees.ts";
 import { createConsoleModule } from "./console/capability.ts";
 import type { NodeLocal } from "./console/node-local.ts";
-import { createEventsModule } from "./events/capability.ts";
+import { createEventsModule, type EventsModuleOptions } from "./events/capability.ts";
 import { createGatewayModule } from "./gateway/capability.ts";
 import { createGatewayLimiters, type GatewayLimiters } from "./gateway/limits.ts";
 import { createHealthModule } from "./health.ts";
@@ -84,6 +84,8 @@ export type ComposeOptions = {
   sealed?: SignerResult<GetPolicyResult>;
   /** The webhooks' address resolver (tests). */
   webhooks?: WebhooksModuleOptions;
+  /** The event stream's timings (tests). */
+  events?: EventsModuleOptions;
 };
 
 export type ComposedOrigin = {
@@ -178,7 +180,7 @@ export async function composeOrigin(
           : undefined,
       x402Decision: x402.x402PolicyDecision,
     });
-    const events = createEventsModule(infra);
+    const events = createEventsModule(infra, options.events);
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
       // answers before the gateway's `*` middleware (client IP, bearer auth) would run.

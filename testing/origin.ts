@@ -6,6 +6,7 @@ import type { Clock } from "../origin/clock.ts";
 import { composeOrigin } from "../origin/compose.ts";
 import { loadConfig } from "../origin/config.ts";
 import type { DatabaseHandle } from "../origin/db/client.ts";
+import type { EventsModuleOptions } from "../origin/events/capability.ts";
 import type { GatewayLimiters } from "../origin/gateway/limits.ts";
 import type { AppEnv } from "../origin/http/env.ts";
 import type { Infrastructure } from "../origin/infrastructure.ts";
@@ -58,6 +59,8 @@ export type StartTestOriginParams = {
   limiters?: GatewayLimiters;
   /** The webhooks' address resolver (a test of the connect-time check swaps one in). */
   webhooks?: WebhooksModuleOptions;
+  /** The event stream's timings (a test that waits for the feed's reads shortens its poll). */
+  events?: EventsModuleOptions;
   /**
    * The loopback port to listen on; a free one by default. A browser test of passkeys names the
    * console's origin (CONSOLE_ORIGIN, port included) before the origin starts.
@@ -105,6 +108,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     limiters: params.limiters,
     sealed: opened.sealed,
     webhooks: params.webhooks,
+    events: params.events,
   });
   if (!composed.ok) {
     await opened.close();

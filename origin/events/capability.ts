@@ -31,12 +31,19 @@ export type EventsModule = {
 export type EventsModuleOptions = {
   /** The stream's keep-alive comment period (tests shorten it). */
   pingIntervalMs?: number;
+  /** The feed's poll period (feed.ts `pollMs`, a second; tests shorten it). */
+  feedPollMs?: number;
 };
 
 export function createEventsModule(infra: Infrastructure, options: EventsModuleOptions = {}): EventsModule {
   const { config, logger } = infra;
   const db = infra.database.db;
-  const feed = createEventFeed({ db, connectDirect: infra.database.connectDirect, logger });
+  const feed = createEventFeed({
+    db,
+    connectDirect: infra.database.connectDirect,
+    logger,
+    pollMs: options.feedPollMs,
+  });
   const waiter = createActionWaiter(feed);
   infra.metrics.followActionWaits(() => waiter.held());
   infra.metrics.followEventFeedReads(() => feed.reads());

@@ -220,16 +220,26 @@ describe("the event log and the agent's stream (real stack)", () => {
     );
     const firstId = await eventIdOf(first);
     try {
+      const expectedOf = (query: string) =>
+        query === "?after=0"
+          ? all.map((row) => row.id)
+          : query.startsWith("?after=")
+            ? all.map((row) => row.id).filter((id) => BigInt(id) > BigInt(firstId))
+            : undefined;
+      // Every stream has its last event first; then the feed's reads that would bring a repeat
+      // run once for all four (each stream's wait for them began after its last event came).
+      for (const { query, stream } of streams) {
+        const expected = expectedOf(query);
+        if (expected) await stream.waitForCount(expected.length, 30_000);
+        else
+          await expect
+            .poll(() => stream.events.at(-1)?.id, { timeout: 30_000, interval: 100 })
+            .toBe(all.at(-1)?.id);
+      }
+      await afterFeedReads([stack.origin]);
       for (const { query, opened, stream } of streams) {
-        const expected =
-          query === "?after=0"
-            ? all.map((row) => row.id)
-            : query.startsWith("?after=")
-              ? all.map((row) => row.id).filter((id) => BigInt(id) > BigInt(firstId))
-              : undefined;
+        const expected = expectedOf(query);
         if (expected) {
-          await stream.waitForCount(expected.length, 30_000);
-          await afterFeedReads([stack.origin]);
           expect(stream.events.map((event) => event.id)).toEqual(expected);
         } else {
           // From now: a run of the log's tail, in order, without a hole or a repeat. "Now" is the
@@ -237,10 +247,6 @@ describe("the event log and the agent's stream (real stack)", () => {
           // run ends with the log's last event, and holds no event of a transaction that had ended
           // before `opened` (an older one still running then may commit after it: those count).
           const ids = all.map((row) => row.id);
-          await expect
-            .poll(() => stream.events.at(-1)?.id, { timeout: 30_000, interval: 100 })
-            .toBe(ids.at(-1));
-          await afterFeedReads([stack.origin]);
           const got = stream.events.map((event) => event.id);
           const start = ids.indexOf(got[0]!);
           const [{ xid } = { xid: "0" }] = await queryRows<{ xid: string }>(
@@ -345,9 +351,10 @@ describe("the event log and the agent's stream (real stack)", () => {
     const resumed = followEvents({ url: eventsUrl(), token: agent.token, lastEventId: first!.id });
     const byQuery = followEvents({ url: eventsUrl(`?after=${first!.id}`), token: agent.token });
     const c = await insertAction(agent);
+    // Both have their two events first; then the feed's reads that would bring a repeat, once for both.
+    for (const each of [resumed, byQuery]) await each.waitForCount(2);
+    await afterFeedReads([stack.origin]);
     for (const each of [resumed, byQuery]) {
-      await each.waitForCount(2);
-      await afterFeedReads([stack.origin]);
       expect(
         each.events.map((event) => event.body.data.action_id),
         JSON.stringify(each.events.map((event) => [event.id, event.type])),
