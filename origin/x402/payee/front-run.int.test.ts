@@ -32,7 +32,13 @@ import { REVERT_GUARD } from "./revert-guard.ts";
 // devnet in that instant: no fake), so the settlement reverts while the seller was paid.
 const AMOUNT = 10_000n;
 const PAY_TO = newAccount().address.toLowerCase() as Address;
-const stack = useMoneyStack({ x402: { amountUnits: AMOUNT, payTo: PAY_TO } }, { timeoutMs: 180_000 });
+// The stack's own origin (straight to the devnet, never through the proxy) sends again a settlement
+// stored and never recorded as broadcast 1 s after it, not 5: once a crashed origin's broadcast
+// lease (3 s at its 1 s chain timeout) has run out.
+const stack = useMoneyStack(
+  { x402: { amountUnits: AMOUNT, payTo: PAY_TO }, tracker: { signedGraceMs: 1_000 } },
+  { timeoutMs: 180_000 },
+);
 const db = () => stack.db.handle.db;
 const demo = () => `${stack.origin.base}/x402/demo`;
 

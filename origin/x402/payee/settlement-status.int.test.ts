@@ -914,9 +914,9 @@ describe("the database out of reach", () => {
     // told the nonce is used: paid, nothing delivered. Mutation: storing the settlement without
     // its paid answer (and owing it only after the receipt wait, as before) answers the retry 400
     // invalid_exact_evm_nonce_already_used.
-    // The settling origin's chain timeout is 2 s (5 s by default): the broadcast lease its lost
-    // database leaves held runs out after 6 s instead of 15 (store.ts broadcastLeaseMs), and the
-    // tracker of the origin started below may record the receipt then.
+    // The settling origin's chain timeout is 1 s (5 s by default): the broadcast lease its lost
+    // database leaves held runs out after 3 s (the floor) instead of 15 (store.ts broadcastLeaseMs),
+    // and the tracker of the origin started below may record the receipt then.
     await withDatabaseBehindProxy(
       async ({ origin, proxy }) => {
         const facilitator = `${origin.base}/x402/facilitator`;
@@ -961,7 +961,7 @@ describe("the database out of reach", () => {
         });
         expect(await authorizationUsedCount(stack.devnet.url, payer.address)).toBe(1);
       },
-      { CHAIN_RPC_TIMEOUT_MS: "2000" },
+      { CHAIN_RPC_TIMEOUT_MS: "1000" },
     );
   }, 120_000);
 });

@@ -71,8 +71,10 @@ describe("x402 settlement under faults (real processes)", () => {
     expect(left).toMatchObject({ status: "claimed", tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
     const transaction = left!.tx_hash!;
 
-    // A restarted origin's tracker finds the receipt and settles it; nothing is signed again.
-    const restarted = await stack.startOrigin({}, { periodMs: 100 });
+    // A restarted origin's tracker finds the receipt and settles it; nothing is signed again. Its
+    // grace for a transaction stored but never recorded as broadcast is 1 s, not 5: it sends it
+    // again as soon as the dead origin's broadcast lease (3 s) has run out.
+    const restarted = await stack.startOrigin({}, { periodMs: 100, signedGraceMs: 1_000 });
     await expect
       .poll(() => settlementOf(payer.address), { timeout: 60_000, interval: 100 })
       .toEqual([{ status: "settled", tx_hash: transaction }]);
@@ -127,8 +129,10 @@ describe("x402 settlement under faults (real processes)", () => {
           where payer = ${payer.address.toLowerCase()}`,
     );
 
-    // Presented again at an origin whose tracker sends what was stored: told of the original.
-    const restarted = await stack.startOrigin({}, { periodMs: 100 });
+    // Presented again at an origin whose tracker sends what was stored once the dead origin's
+    // broadcast lease (3 s from the storing) has run out, its grace for a transaction stored and
+    // never broadcast 2 s, not 5: told of the original.
+    const restarted = await stack.startOrigin({}, { periodMs: 100, signedGraceMs: 2_000 });
     try {
       const again = await pay(`${restarted.base}/x402/demo`, signature);
       expect(again.response).toMatchObject({ transaction });
@@ -372,9 +376,10 @@ describe("x402 settlement under faults (real processes)", () => {
       // another payload of the same (from, nonce), its signature's v as 0/1 instead of 27/28: the
       // same payload again is the retry its pending answer asked for, which verify calls valid
       // (settlement-status.int.test.ts).
+      // Its tracker sends a withheld broadcast again 1 s after it, not 5.
       const origin = await stack.startOrigin(
         { CHAIN_RPC_URL: proxy.url, AGENT_X402_RECEIPT_TIMEOUT_MS: "1000", CHAIN_RPC_TIMEOUT_MS: "1000" },
-        { periodMs: 100 },
+        { periodMs: 100, signedGraceMs: 1_000 },
       );
       try {
         const payer = await fundedPayer(stack.devnet.url, 2n * AMOUNT);
@@ -410,9 +415,10 @@ describe("x402 settlement under faults (real processes)", () => {
     }, 120_000);
 
     it("holds a settlement signed but not yet on chain against its payer's balance: verify and settle refuse a second one the balance cannot also cover", async () => {
+      // Its tracker sends a withheld broadcast again 1 s after it, not 5.
       const origin = await stack.startOrigin(
         { CHAIN_RPC_URL: proxy.url, AGENT_X402_RECEIPT_TIMEOUT_MS: "1000", CHAIN_RPC_TIMEOUT_MS: "1000" },
-        { periodMs: 100 },
+        { periodMs: 100, signedGraceMs: 1_000 },
       );
       try {
         // A balance that covers one payment.
