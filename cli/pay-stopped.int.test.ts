@@ -6,6 +6,7 @@ import { HTTPFacilitatorClient } from "@x402/core/server";
 import type { Address } from "viem";
 import { describe, expect, it } from "vitest";
 import { newAccount } from "../devnet/testing.ts";
+import { endsTooSoonToSettle } from "../origin/x402/settle-window.ts";
 import { sleep } from "../shared/sleep.ts";
 import { startLoopbackServer } from "../testing/loopback-server.ts";
 import { runTool } from "../testing/run-tool.ts";
@@ -41,7 +42,7 @@ describe("agent-wallet pay stopped while its payment is presented (real stack, o
    * seller's link, named as such: the settlement on chain is real). `close` drops what it holds.
    */
   const startFacilitatorLink = async () => {
-    const link = { holding: true, held: [] as ServerResponse[] };
+    const link = { holding: true, held: [] as ServerResponse[], heldValidBefore: [] as bigint[] };
     const upstream = `${stack.origin.base}/x402/facilitator`;
     const server = await startLoopbackServer(async (request, response) => {
       const chunks: Buffer[] = [];
@@ -53,6 +54,10 @@ describe("agent-wallet pay stopped while its payment is presented (real stack, o
       });
       const text = await answer.text();
       if (link.holding && request.url === "/settle") {
+        const settle = JSON.parse(Buffer.concat(chunks).toString()) as {
+          paymentPayload: { payload: { authorization: { validBefore: string } } };
+        };
+        link.heldValidBefore.push(BigInt(settle.paymentPayload.payload.authorization.validBefore));
         link.held.push(response);
         return;
       }
@@ -120,8 +125,15 @@ describe("agent-wallet pay stopped while its payment is presented (real stack, o
       const notice = stderr.split("\n").filter((line) => /no answer yet from GET .*\/article/.test(line));
       expect(notice).toHaveLength(1);
 
-      // The authorization it presented is now too near its end for any facilitator to settle.
-      await sleep(VALIDITY_SECONDS * 1000);
+      // The authorization it presented is now too near its end for any facilitator to settle: its
+      // end within the margin, by the rule the node and the facilitator both apply
+      // (settle-window.ts), read on this machine's clock, which is theirs. (A fixed sleep of
+      // VALIDITY_SECONDS did as much, about 8 s later.)
+      const [validBefore] = link.heldValidBefore;
+      const margin = BigInt(stack.origin.deps.config.x402.validityMarginSeconds);
+      const nowSeconds = (): bigint => BigInt(Math.floor(Date.now() / 1000));
+      expect(link.heldValidBefore).toHaveLength(1);
+      while (!endsTooSoonToSettle(validBefore!, nowSeconds(), margin)) await sleep(100);
       link.holding = false;
       // What the line says to run: the same command, with the key it names if it names one.
       const key = /--key (\S+?):/.exec(notice[0]!)?.[1];

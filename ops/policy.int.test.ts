@@ -38,7 +38,11 @@ const quote = (payTo: string, amount: bigint) =>
     extra: SELLER_EXTRA,
   });
 
-describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
+// Tests of one agent each (its own agent, its policy, its actions, the operator key enrolled first)
+// run beside each other (vitest runs adjacent concurrent tests at once); those that change what
+// every test sees or reads (the enrolment, the node's freeze, the reseal's count of every agent's
+// policy, the revoked operator key) run alone, in turn.
+describe("npm run policy (real CLI, enclave, database, origin, devnet)", { concurrent: true }, () => {
   // Per transaction 10 USDC, 50 USDC a day (the stack's sealed policy); x402 on, with the node's
   // ceiling `npm start` seals (1 USDC a payment to any payee), so a policy may name any seller.
   const stack = useMoneyStack(
@@ -133,7 +137,7 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("enroll makes the operator key (0600) and enrolls it with the policy key, idempotently", async () => {
+  it.sequential("enroll makes the operator key (0600) and enrolls it with the policy key, idempotently", async () => {
     expect((await policy("enroll", "--operator-key", operatorKeyFile)).code).toBe(2);
     // The admin key is not the policy authority: the enclave refuses, exit 1.
     const wrongTier = await policy(
@@ -320,7 +324,7 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     expect(await sent(agent)).toBe(0);
   });
 
-  it("freeze --all refuses every agent's transfer (rule node.frozen); unfreeze --all needs the key", async () => {
+  it.sequential("freeze --all refuses every agent's transfer (rule node.frozen); unfreeze --all needs the key", async () => {
     const agent = await stack.newAgent({ units: 20_000_000n });
     try {
       const frozen = await policy("freeze", "--all");
@@ -511,7 +515,7 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     });
   });
 
-  it("reseal seals again what the database stores and the enclave lost (its policies, the node's freeze), once", async () => {
+  it.sequential("reseal seals again what the database stores and the enclave lost (its policies, the node's freeze), once", async () => {
     // What a recovery leaves: the new enclave holds the agent's key and no policy, while the
     // database still stores one (written here as the lost enclave's change had stored it).
     const agent = await stack.newAgent();
@@ -600,7 +604,7 @@ describe("npm run policy (real CLI, enclave, database, origin, devnet)", () => {
     }
   });
 
-  it("revoke-operator-key: a lost operator key file approves nothing from then on (the held transfer stays held, nothing signed), and is never enrolled again", async () => {
+  it.sequential("revoke-operator-key: a lost operator key file approves nothing from then on (the held transfer stays held, nothing signed), and is never enrolled again", async () => {
     const lostKeyFile = join(dir, "lost-laptop.key");
     const enrolled = await policy(
       "enroll",

@@ -86,6 +86,8 @@ export type ComposeOptions = {
   webhooks?: WebhooksModuleOptions;
   /** The event stream's timings (tests). */
   events?: EventsModuleOptions;
+  /** How long a registration short of keys waits for the refill (registration/router.ts's KEY_WAIT_MS by default; tests). */
+  keyWaitMs?: number;
 };
 
 export type ComposedOrigin = {
@@ -184,7 +186,7 @@ export async function composeOrigin(
     capabilities.push(
       // Registered first: Hono runs matching handlers in registration order, so the register route
       // answers before the gateway's `*` middleware (client IP, bearer auth) would run.
-      createRegistrationModule(infra, node, keyPool.demand),
+      createRegistrationModule(infra, node, keyPool.demand, { keyWaitMs: options.keyWaitMs }),
       createOpenApiModule(config.http.basePath),
       createGatewayModule(infra, node, { ...money.writes, ...x402.writes, policy }, events.handlers),
       // The demo resource and the facilitator: public, present when x402 is on.

@@ -66,6 +66,8 @@ export type StartTestOriginParams = {
    * console's origin (CONSOLE_ORIGIN, port included) before the origin starts.
    */
   port?: number;
+  /** How long a registration short of keys waits for the refill; KEY_WAIT_MS (10 s) by default. */
+  keyWaitMs?: number;
 };
 
 /** The real origin app on a free loopback port, composed as main.ts composes it, for HTTP-level tests. */
@@ -109,6 +111,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     sealed: opened.sealed,
     webhooks: params.webhooks,
     events: params.events,
+    keyWaitMs: params.keyWaitMs,
   });
   if (!composed.ok) {
     await opened.close();

@@ -15,12 +15,14 @@ export function createRegistrationModule(
   infra: Infrastructure,
   node: { earlyLimiter: EarlyLimiter; refusals: RefusalCounter; metrics: OriginMetrics },
   keyDemand: KeyDemand,
+  options: { keyWaitMs?: number | undefined } = {},
 ): Capability {
   const router = createRegistrationRouter(infra, {
     earlyLimiter: node.earlyLimiter,
     refusals: node.refusals,
     registrationRefused: node.metrics.registrationRefused,
     keyDemand,
+    keyWaitMs: options.keyWaitMs,
   });
   return capability("registration", { routes: [{ path: "/agent/v1/register", router }] });
 }

@@ -131,10 +131,11 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
   };
 
   // The tests that wait out a validity or a window's end run beside the others (vitest runs
-  // adjacent concurrent blocks at once), each block's tests in turn: each test has its own agent,
-  // and counts only its agent's signatures (docs/performance.md, "The test suite").
+  // adjacent concurrent blocks at once), the first block's beside each other too, the others'
+  // in turn: each test has its own agent, and counts only its agent's signatures
+  // (docs/performance.md, "The test suite").
   describe("waits for an authorization's end, or a window's", BESIDE, () => {
-    it.sequential("without a nonce or key, the same quote once its authorization can no longer pay is a new purchase: a new authorization, itself answered again while valid", async () => {
+    it("without a nonce or key, the same quote once its authorization can no longer pay is a new purchase: a new authorization, itself answered again while valid", async () => {
       // Mutation: a derived key that does not move on past a spent purchase (the agent, the
       // resource and the quote alone) answers the expired authorization here for good.
       const agent = await stack.newAgent({ units: 1_000_000n });
@@ -160,7 +161,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       expect(signRequestsOf(agent) - before).toBe(2);
     });
 
-    it.sequential("without a nonce or key, an authorization in its last margin seconds is spent, as the facilitator counts it: the same quote then gets a new one", async () => {
+    it("without a nonce or key, an authorization in its last margin seconds is spent, as the facilitator counts it: the same quote then gets a new one", async () => {
       // Mutation: spent() back to `validBefore <= now` answers the first authorization again here,
       // one no facilitator settles any more.
       const agent = await stack.newAgent({ units: 1_000_000n });
@@ -181,7 +182,7 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       );
     });
 
-    it.sequential("without a nonce or key, requests for one quote sent together to two origins whose clocks differ sign one authorization", async () => {
+    it("without a nonce or key, requests for one quote sent together to two origins whose clocks differ sign one authorization", async () => {
       // Mutation: a key that depends on the time of the request (a window of the quote's timeout, as
       // before) signs two here: the origin already past a window's end chooses apart from the other
       // before either has claimed its action.
@@ -219,17 +220,26 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
   describe("waits for a second purchase across a window", BESIDE, () => {
     it.sequential("without a nonce or key, a second purchase of the same quote is answered again while it can pay, also past the quote's timeout since the first, never signed anew", async () => {
       // Mutation: keys by a window of the quote's timeout with only the previous window's first key
-      // tried (as before) signs a third authorization here, while the second is valid for 9 s
-      // more: two that can pay for one purchase.
+      // tried (as before) signs a third authorization here, while the second is valid for 9 to
+      // 11 s more: two that can pay for one purchase.
       const agent = await stack.newAgent({ units: 1_000_000n });
-      const timeout = 14;
+      // The first purchase in the first 2.5 s of a window of the timeout, so that the second, once
+      // the first is spent (its last margin seconds, timeout - 5 s on), falls in the same window
+      // with 2.5 s to spare. The timeout, 14 to 16 s, is the one whose such start comes soonest
+      // (its end counted): at least 14, so that the retry finds the second 3 s past the margin.
+      const now = Date.now();
+      const [timeout, startAt] = [14, 15, 16]
+        .map((each) => {
+          const into = now % (each * 1000);
+          const start = into > 2_500 ? now - into + each * 1000 + 100 : into < 100 ? now - into + 100 : now;
+          return [each, start] as const;
+        })
+        .reduce((soonest, each) =>
+          each[1] + each[0] * 1000 < soonest[1] + soonest[0] * 1000 ? each : soonest,
+        );
       const brief = quote({ maxTimeoutSeconds: timeout });
       const windowOf = (ms: number) => Math.floor(ms / 1000 / timeout);
-      // The first purchase in the first 2.5 s of a window of the timeout, so that the second, once
-      // the first is spent (its last margin seconds, 9 s on), falls in the same window with 3 s to spare.
-      const into = Date.now() % (timeout * 1000);
-      if (into > 2_500) await sleep(timeout * 1000 - into + 100);
-      else if (into < 100) await sleep(100 - into);
+      await sleep(Math.max(0, startAt - Date.now()));
       const startedIn = windowOf(Date.now());
       const before = signRequestsOf(agent);
       const first = await authorize(origin.base, agent.token, { payment_required: brief });
@@ -241,7 +251,8 @@ describe("x402 authorize (real stack)", { timeout: 120_000 }, () => {
       expect(second.headers.get("idempotency-key")).not.toBe(first.headers.get("idempotency-key"));
       expect(windowOf(Date.now()), "the second purchase fell in the next window").toBe(startedIn);
       // Its answer lost, the agent asks again once the first's validity (the quote's timeout) is
-      // over: the next window has begun, and the second can pay 9 s more (3 s past the margin).
+      // over: the next window has begun, and the second can pay timeout - 5 s more (3 to 5 s past
+      // the margin).
       await sleep(firstValidBefore * 1000 + 100 - Date.now());
       const retry = await authorize(origin.base, agent.token, { payment_required: brief });
       expect(windowOf(Date.now()), "the retry fell in the next window").toBe(startedIn + 1);
