@@ -88,6 +88,11 @@ export type ComposeOptions = {
   events?: EventsModuleOptions;
   /** How long a registration short of keys waits for the refill (registration/router.ts's KEY_WAIT_MS by default; tests). */
   keyWaitMs?: number;
+  /**
+   * What an x402 presentation held by another waits beyond the receipt wait
+   * (x402/payee/earlier-presentation.ts HOLD_BEYOND_RECEIPT_MS by default; tests).
+   */
+  x402HoldBeyondReceiptMs?: number;
 };
 
 export type ComposedOrigin = {
@@ -153,7 +158,7 @@ export async function composeOrigin(
       return err({ code: "admin_key", errors: [errorMessage(error)] });
     }
   }
-  const runtimes = buildMoney(infra, checked.value, options.tracker);
+  const runtimes = buildMoney(infra, checked.value, options);
   const money = createMoneyModule(infra, runtimes?.money);
 
   // Built before registration, which wakes its refill and waits on it (keypool/demand.ts); its
@@ -275,7 +280,7 @@ export const OUTBOX_DOMAINS: OutboxDomains = {
 function buildMoney(
   infra: Infrastructure,
   checked: CheckedMoney,
-  tracker: TxTrackerOptions | undefined,
+  { tracker, x402HoldBeyondReceiptMs }: Pick<ComposeOptions, "tracker" | "x402HoldBeyondReceiptMs">,
 ): { money: MoneyRuntime; x402: X402Runtime | undefined } | undefined {
   if (!checked) return undefined;
   const { sealed, rpc } = checked;
@@ -311,6 +316,13 @@ function buildMoney(
       : undefined,
     outbox,
   };
-  const x402 = buildX402Runtime({ config, sealed, money, db, rpc });
+  const x402 = buildX402Runtime({
+    config,
+    sealed,
+    money,
+    db,
+    rpc,
+    holdBeyondReceiptMs: x402HoldBeyondReceiptMs,
+  });
   return { money, x402 };
 }

@@ -36,8 +36,8 @@ export const X402_CLIENT_TIMEOUT_MS = 90_000;
 
 /**
  * What a settle takes beyond its receipt wait: a presentation of a payment another one holds waits
- * 5 s longer than the receipt wait (x402/payee/earlier-presentation.ts holdMs), and a settle claims,
- * reads the chain, signs and broadcasts before its wait begins.
+ * 5 s longer than the receipt wait (x402/payee/earlier-presentation.ts HOLD_BEYOND_RECEIPT_MS),
+ * and a settle claims, reads the chain, signs and broadcasts before its wait begins.
  */
 export const X402_SETTLE_BEYOND_RECEIPT_MS = 10_000;
 

@@ -106,6 +106,12 @@ export type MoneyStackOptions = {
    * given): a test that stops the stack's enclave may have them reconnect sooner once it is back.
    */
   signerTimings?: SignerTimings;
+  /**
+   * What an x402 presentation held by another waits beyond the receipt wait in every origin
+   * `startOrigin` starts (5 s unless given): a test that waits that hold out with mining held may
+   * shorten it.
+   */
+  x402HoldBeyondReceiptMs?: number;
   /** The most calls the devnet takes in one JSON-RPC batch (a hosted node's cap); geth's 1000 unless given. */
   devnetMaxBatchLength?: number;
   /**
@@ -243,6 +249,7 @@ export async function startMoneyStack(options: MoneyStackOptions = {}): Promise<
       env: { ...originEnv, ...env },
       tracker,
       signerTimings: options.signerTimings,
+      x402HoldBeyondReceiptMs: options.x402HoldBeyondReceiptMs,
     });
     origins.push(started);
     return started;

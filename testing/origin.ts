@@ -68,6 +68,8 @@ export type StartTestOriginParams = {
   port?: number;
   /** How long a registration short of keys waits for the refill; KEY_WAIT_MS (10 s) by default. */
   keyWaitMs?: number;
+  /** What an x402 presentation held by another waits beyond the receipt wait; 5 s by default. */
+  x402HoldBeyondReceiptMs?: number;
 };
 
 /** The real origin app on a free loopback port, composed as main.ts composes it, for HTTP-level tests. */
@@ -112,6 +114,7 @@ export async function startTestOrigin(params: StartTestOriginParams): Promise<Te
     webhooks: params.webhooks,
     events: params.events,
     keyWaitMs: params.keyWaitMs,
+    x402HoldBeyondReceiptMs: params.x402HoldBeyondReceiptMs,
   });
   if (!composed.ok) {
     await opened.close();

@@ -9,6 +9,7 @@ import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { Outbox } from "../outbox/index.ts";
 import type { GetPolicyResult } from "../signer/types.ts";
+import { HOLD_BEYOND_RECEIPT_MS } from "./payee/earlier-presentation.ts";
 import { createPayerFactsReader } from "./payee/payer-facts.ts";
 import { demoRequirements, type PaymentRequirements } from "./payee/requirements.ts";
 import { createSettler, type Settler } from "./payee/settle.ts";
@@ -29,6 +30,8 @@ export type X402Runtime = {
   payeeAddress: string | null;
   /** Aborts when the origin stops (the outbox's): a presentation's wait on another's settlement ends. */
   stopping: AbortSignal;
+  /** What a presentation held by another waits beyond the receipt wait (earlier-presentation.ts holdMs). */
+  holdBeyondReceiptMs: number;
 };
 
 /** Every way this node's x402 configuration differs from the sealed policy, one line each. */
@@ -83,6 +86,8 @@ export function buildX402Runtime(params: {
   money: { operatorPool: string; outbox: Outbox } | undefined;
   db: Db;
   rpc: JsonRpcUpstream | undefined;
+  /** HOLD_BEYOND_RECEIPT_MS by default (tests shorten it). */
+  holdBeyondReceiptMs?: number;
 }): X402Runtime | undefined {
   const { config, sealed, money, rpc } = params;
   const { amountUnits, payTo } = config.x402;
@@ -90,6 +95,7 @@ export function buildX402Runtime(params: {
     return undefined;
   }
   const settlerAddress = sealed.settler.settlerAddress.toLowerCase();
+  const holdBeyondReceiptMs = params.holdBeyondReceiptMs ?? HOLD_BEYOND_RECEIPT_MS;
   return {
     requirements: demoRequirements({ amountUnits, payTo, maxTimeoutSeconds: config.x402.maxTimeoutSeconds }),
     ceiling: sealedCeiling(sealed.policy),
@@ -97,6 +103,7 @@ export function buildX402Runtime(params: {
     settlerAddress,
     payeeAddress: sealed.payee?.payeeAddress.toLowerCase() ?? null,
     stopping: money.outbox.stopping,
+    holdBeyondReceiptMs,
     settler: createSettler({
       db: params.db,
       settler: { address: settlerAddress, keyRef: sealed.settler.settlerKeyRef },
@@ -104,6 +111,7 @@ export function buildX402Runtime(params: {
       now: () => new Date(),
       validityMarginSeconds: config.x402.validityMarginSeconds,
       receiptTimeoutMs: config.x402.receiptTimeoutMs,
+      holdBeyondReceiptMs,
       // The node's one outbox, shared with money: settlements and transfers leave in signing order.
       outbox: money.outbox,
       stopping: money.outbox.stopping,

@@ -69,14 +69,22 @@ export function heldPresentation(
   return awaitPresentation(deps, payment, { ...options, deadline, released: true });
 }
 
+/**
+ * What a presentation waits for the one holding its payment beyond that one's receipt wait: the
+ * holder claims, reads the chain, signs and broadcasts before its receipt wait begins.
+ */
+export const HOLD_BEYOND_RECEIPT_MS = 5_000;
+
 /** How long a presentation waits for the one holding its payment: that one's receipt wait, and more. */
-export function holdMs(deps: { receiptTimeoutMs: number }): number {
-  return deps.receiptTimeoutMs + 5_000;
+export function holdMs(deps: { receiptTimeoutMs: number; holdBeyondReceiptMs?: number }): number {
+  return deps.receiptTimeoutMs + (deps.holdBeyondReceiptMs ?? HOLD_BEYOND_RECEIPT_MS);
 }
 
 type PresentationDeps = {
   db: Db;
   receiptTimeoutMs: number;
+  /** HOLD_BEYOND_RECEIPT_MS by default; a test's origin may wait less (compose.ts x402HoldBeyondReceiptMs). */
+  holdBeyondReceiptMs?: number;
   /** AGENT_X402_VALIDITY_MARGIN_SECONDS: past validBefore and this, an unused authorization stays unused. */
   validityMarginSeconds: number;
   /**

@@ -311,6 +311,7 @@ export function createFacilitator({
       {
         db: verifyDeps.db,
         receiptTimeoutMs,
+        holdBeyondReceiptMs: runtime.holdBeyondReceiptMs,
         chainAuthorizationUsed: authorizationUsed,
         validityMarginSeconds: verifyDeps.validityMarginSeconds,
         // An id's second presentation waits on its first's settlement: at shutdown, no longer.

@@ -13,6 +13,8 @@ import type { ChainAuthorizationUsed } from "./used-elsewhere.ts";
 export type SettleOncePerIdDeps = {
   db: Db;
   receiptTimeoutMs: number;
+  /** What the id's second presentation waits beyond the receipt wait (earlier-presentation.ts holdMs). */
+  holdBeyondReceiptMs?: number;
   /**
    * Asked, unless the settlement keeps a final answer, before an id whose settlement failed or
    * reverted is given to another authorization, and by the answer from the settlement the id names

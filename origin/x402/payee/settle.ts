@@ -94,6 +94,8 @@ export type SettlerDeps = {
   outbox: Pick<Outbox, "submit" | "receipt">;
   /** How long a settle waits for its receipt before answering settlement_pending. */
   receiptTimeoutMs: number;
+  /** What a presentation held by another waits beyond the receipt wait (earlier-presentation.ts holdMs). */
+  holdBeyondReceiptMs?: number;
   /**
    * The origin stops (the outbox's `stopping`): a presentation waiting on another's settlement is
    * answered as it stands, settlement_pending while it is in flight (earlier-presentation.ts).
