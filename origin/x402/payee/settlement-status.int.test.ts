@@ -48,6 +48,11 @@ const RECEIPT_TIMEOUT_MS = 1_500;
  * have passed wait seconds less (the default is 6).
  */
 const MARGIN_SECONDS = 2;
+/**
+ * What a presentation of a payment another holds waits beyond the receipt wait: 1 s, not 5, so
+ * the tests that present a payment again while its mining is held wait 2.5 s, not 6.5.
+ */
+const HOLD_BEYOND_RECEIPT_MS = 1_000;
 
 // The stack's own origin follows no transaction of its own (its tracker is slowed right down): the
 // origins each block starts are the ones that settle, so a refused broadcast is not sent again
@@ -58,6 +63,7 @@ const stack = useMoneyStack(
     policy: { x402ValidityMarginSeconds: MARGIN_SECONDS },
     tracker: { periodMs: 3_600_000 },
     env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: String(RECEIPT_TIMEOUT_MS) },
+    x402HoldBeyondReceiptMs: HOLD_BEYOND_RECEIPT_MS,
   },
   { timeoutMs: 180_000 },
 );

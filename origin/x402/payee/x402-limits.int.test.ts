@@ -31,6 +31,7 @@ const stack = useMoneyStack(
   {
     x402: { amountUnits: AMOUNT, payTo },
     env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET, AGENT_X402_RECEIPT_TIMEOUT_MS: "60000" },
+    x402HoldBeyondReceiptMs: 1_000,
   },
   { timeoutMs: 180_000 },
 );
