@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, it } from "vitest";
 import { freePort } from "../testing/free-port.ts";
 import { runTool } from "../testing/run-tool.ts";
 
@@ -10,8 +10,14 @@ import { runTool } from "../testing/run-tool.ts";
  * A mistyped command line is answered before the tool opens the node's database: with no
  * DATABASE_URL, opening it would start the embedded cluster, and on a new machine create one, only
  * to print a usage error. Each line here is wrong in an argument that only its command reads.
+ *
+ * The lines run beside each other: each is one process of its own, with its own cluster folder (and
+ * port) that must stay absent, and reads nothing another writes. `it.for` hands each its context,
+ * whose `expect` it takes (docs/development.md, "Tests that run beside each other").
  */
-describe("the operator tools check a command line before they open the database", () => {
+describe("the operator tools check a command line before they open the database", {
+  concurrent: true,
+}, () => {
   let dir: string;
   let cases = 0;
 
@@ -24,7 +30,7 @@ describe("the operator tools check a command line before they open the database"
 
   const AGENT = "00000000-0000-4000-8000-000000000000";
   const WALLET = `0x${"ab".repeat(20)}`;
-  it.each([
+  it.for<[string, string[], RegExp]>([
     ["ops/agents.ts", ["create"], /--capabilities is required/],
     ["ops/agents.ts", ["create", "--capabilities", "read,admin"], /not 'admin'/],
     ["ops/agents.ts", ["disable", "--agent", AGENT], /--reason is required to disable/],
@@ -133,7 +139,7 @@ describe("the operator tools check a command line before they open the database"
       ["add", "--url", `https://hooks.example.com/${"a".repeat(2_000)}`, "--events", "action.confirmed"],
       /--url must be at most 2000 characters, as in the console/,
     ],
-  ])("%s %j: exit 2, and no cluster started", async (tool, args, message) => {
+  ])("%s %j: exit 2, and no cluster started", async ([tool, args, message], { expect }) => {
     // A folder of its own per line: a cluster one line started must not fail the lines after it.
     const clusterDir = path.join(dir, `pg-${cases++}`);
     const result = await runTool(tool, args, {
@@ -155,29 +161,32 @@ describe("the operator tools check a command line before they open the database"
 
   // A password with a `#` (or a space, a port past 65535) unencoded: the URL parser every driver
   // uses refuses it, which the tools reported as `error: Invalid URL`, exit 3, naming nothing.
-  it.each([
+  it.for([
     ["postgres://agents:pa#ssword-one@127.0.0.1:5432/agents", "pa#ssword-one"],
     ["postgres://agents:password-two@127.0.0.1:99999/agents", "password-two"],
-  ])("DATABASE_URL %s: exit 2 naming the variable, never its password", async (url, password) => {
-    const result = await runTool("ops/x402-resources.ts", ["list"], {
-      env: { DATABASE_URL: url, LOG_LEVEL: "silent" },
-      timeoutMs: 60_000,
-    });
-    expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/x402-resources: invalid configuration:\n {2}- DATABASE_URL: /);
-    expect(result.stderr).not.toContain(password);
-  });
+  ])(
+    "DATABASE_URL %s: exit 2 naming the variable, never its password",
+    async ([url, password], { expect }) => {
+      const result = await runTool("ops/x402-resources.ts", ["list"], {
+        env: { DATABASE_URL: url, LOG_LEVEL: "silent" },
+        timeoutMs: 60_000,
+      });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/x402-resources: invalid configuration:\n {2}- DATABASE_URL: /);
+      expect(result.stderr).not.toContain(password);
+    },
+  );
 
   // recover read the endpoint itself and ended "recover: error: …", exit 3, for the same variable
   // the others call an invalid configuration.
-  it.each([
+  it.for<[string, string[], number]>([
     ["ops/recover.ts", ["transport-key"], 2],
     ["ops/enclave-policy.ts", ["show"], 2],
     ["ops/policy.ts", ["reseal"], 2],
     ["ops/canary.ts", [], 64],
   ])(
     "AGENT_SIGNER_SVC_HSM_ENDPOINT not unix://: %s %j exits %s (usage) naming the variable",
-    async (tool, args, code) => {
+    async ([tool, args, code], { expect }) => {
       const result = await runTool(tool, args, {
         env: { AGENT_SIGNER_SVC_HSM_ENDPOINT: "http://127.0.0.1:9/enclave", LOG_LEVEL: "silent" },
         timeoutMs: 60_000,
@@ -190,7 +199,7 @@ describe("the operator tools check a command line before they open the database"
 
   // `--socket "$SOCK"` with the variable unset: the tools asked the enclave of
   // AGENT_SIGNER_SVC_HSM_ENDPOINT (or the local stack's) instead of the one the line meant.
-  it.each([
+  it.for<[string, string[], number]>([
     ["ops/enclave-policy.ts", ["show"], 2],
     ["ops/policy.ts", ["reseal"], 2],
     ["ops/recover.ts", ["transport-key"], 2],
@@ -199,7 +208,7 @@ describe("the operator tools check a command line before they open the database"
     ["ops/canary.ts", [], 64],
   ])(
     "--socket '': %s %j exits %s (usage), the enclave of the environment not asked",
-    async (tool, args, code) => {
+    async ([tool, args, code], { expect }) => {
       const result = await runTool(tool, [...args, "--socket", ""], {
         env: { AGENT_SIGNER_SVC_HSM_ENDPOINT: "unix:///nonexistent/enclave.sock", LOG_LEVEL: "silent" },
         timeoutMs: 60_000,
@@ -210,7 +219,7 @@ describe("the operator tools check a command line before they open the database"
   );
 
   // Only funding answered --help; the others said "unknown command '--help'" (or option), exit 2.
-  it.each([
+  it.for([
     "ops/agents.ts",
     "ops/canary.ts",
     "ops/enclave-authority.ts",
@@ -226,7 +235,7 @@ describe("the operator tools check a command line before they open the database"
     "ops/restore-drill.ts",
     "ops/webhooks.ts",
     "ops/x402-resources.ts",
-  ])("%s --help: the usage on stdout, exit 0, and no cluster started", async (tool) => {
+  ])("%s --help: the usage on stdout, exit 0, and no cluster started", async (tool, { expect }) => {
     const clusterDir = path.join(dir, `pg-${cases++}`);
     const result = await runTool(tool, ["--help"], {
       env: {

@@ -4,7 +4,7 @@ import { chown, mkdir, mkdtemp, readdir, readFile, stat, writeFile } from "node:
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, it } from "vitest";
 import { queryRows } from "../origin/db/client.ts";
 import {
   addWebhookSigningKey,
@@ -19,7 +19,11 @@ import { REPO_ROOT } from "../testing/enclave-process.ts";
 import { runTool, type ToolRun } from "../testing/run-tool.ts";
 import { programArgs } from "./lib/program-bundles.mjs";
 
-describe("npm run webhooks (operator CLI)", () => {
+// The blocks run beside each other, and so do their tests: each test has its own endpoint, its
+// own database or its own key file folder, and reads only those (the count of private URLs reads
+// only URLs no other test adds). Each takes `expect` from its context (docs/development.md, "Tests
+// that run beside each other").
+describe("npm run webhooks (operator CLI)", { concurrent: true }, () => {
   let testDb: TestDatabase;
   const run = (args: string[], env: Record<string, string> = {}): Promise<ToolRun> =>
     runTool("ops/webhooks.ts", args, { env: { DATABASE_URL: testDb.url, LOG_LEVEL: "silent", ...env } });
@@ -32,7 +36,11 @@ describe("npm run webhooks (operator CLI)", () => {
     await testDb.drop();
   });
 
-  it("add --json prints one object with the secret, once; list never shows it", async () => {
+  // In turn, before the others of this block: it reads the first endpoint `list --json` prints,
+  // and the replay test adds one of its own (with deliveries pending) to the same database.
+  it.sequential("add --json prints one object with the secret, once; list never shows it", async ({
+    expect,
+  }) => {
     const added = await run(
       ["add", "--url", "http://127.0.0.1:9/hook", "--events", "action.confirmed,action.failed", "--json"],
       local,
@@ -72,7 +80,9 @@ describe("npm run webhooks (operator CLI)", () => {
     expect(json).toMatchObject({ pending: 0, at_bound: false });
   });
 
-  it("list with no endpoint says so in a line (--json: []), exit 0, rather than printing nothing", async () => {
+  it("list with no endpoint says so in a line (--json: []), exit 0, rather than printing nothing", async ({
+    expect,
+  }) => {
     // A database of its own: the other tests of this file leave endpoints in the shared one.
     const empty = await createTestDatabase();
     try {
@@ -91,7 +101,9 @@ describe("npm run webhooks (operator CLI)", () => {
     }
   });
 
-  it("OPS_DEBUG=1 shows a refused insert's statement, stack and constraint, never the endpoint's secret it carried", async () => {
+  it("OPS_DEBUG=1 shows a refused insert's statement, stack and constraint, never the endpoint's secret it carried", async ({
+    expect,
+  }) => {
     // A database of its own, whose endpoints table refuses every new row: the insert that carries
     // the new secret fails in Postgres, as a full disk or a revoked grant would fail it.
     const refusing = await createTestDatabase();
@@ -119,7 +131,7 @@ describe("npm run webhooks (operator CLI)", () => {
     }
   });
 
-  it("refuses unknown event types, wildcards and other schemes as usage errors", async () => {
+  it("refuses unknown event types, wildcards and other schemes as usage errors", async ({ expect }) => {
     for (const [events, url] of [
       ["action.confirmed,action.teleported", "http://127.0.0.1:9/"],
       ["*", "http://127.0.0.1:9/"],
@@ -132,7 +144,9 @@ describe("npm run webhooks (operator CLI)", () => {
     }
   });
 
-  it("refuses a private address up front unless AGENT_WEBHOOKS_ALLOW_PRIVATE=true, a name that resolves to one included", async () => {
+  it("refuses a private address up front unless AGENT_WEBHOOKS_ALLOW_PRIVATE=true, a name that resolves to one included", async ({
+    expect,
+  }) => {
     for (const url of [
       "http://127.0.0.1:9/hook",
       "http://[::1]:9/hook",
@@ -156,7 +170,7 @@ describe("npm run webhooks (operator CLI)", () => {
     expect(row!.n).toBe(0);
   });
 
-  it("replays an endpoint's events from an id and removes it", async () => {
+  it("replays an endpoint's events from an id and removes it", async ({ expect }) => {
     const added = JSON.parse(
       (await run(["add", "--url", "http://127.0.0.1:9/replay", "--events", "action.held", "--json"], local))
         .stdout,
@@ -209,7 +223,9 @@ describe("npm run webhooks (operator CLI)", () => {
 
 // docs/operations.md#exit-codes-of-the-operator-tools: a key file that cannot be read is a usage
 // error (2, nothing changed), not an error (3, a change that may have been cut off half-way).
-describe("npm run webhooks -- add-key / retire-key with a key file it cannot use (no database)", () => {
+describe("npm run webhooks -- add-key / retire-key with a key file it cannot use (no database)", {
+  concurrent: true,
+}, () => {
   const ed25519Pem = (): string =>
     generateKeyPairSync("ed25519").privateKey.export({ format: "pem", type: "pkcs8" }) as string;
   const cases: Array<{ name: string; make: (file: string) => Promise<void>; says: string }> = [
@@ -240,7 +256,9 @@ describe("npm run webhooks -- add-key / retire-key with a key file it cannot use
   ];
 
   for (const each of cases) {
-    it(`key file ${each.name}: exit 2 with the reason and the usage, the file and its folder untouched`, async () => {
+    it(`key file ${each.name}: exit 2 with the reason and the usage, the file and its folder untouched`, async ({
+      expect,
+    }) => {
       for (const args of [["add-key"], ["retire-key", "--kid", "abc"]]) {
         const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-cli-"));
         const file = path.join(dir, "webhook-signing.key");
@@ -259,7 +277,9 @@ describe("npm run webhooks -- add-key / retire-key with a key file it cannot use
     });
   }
 
-  it("a good key file: add-key exits 0; retire-key refuses an unknown kid and the only key (1)", async () => {
+  it("a good key file: add-key exits 0; retire-key refuses an unknown kid and the only key (1)", async ({
+    expect,
+  }) => {
     const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-cli-"));
     const file = path.join(dir, "webhook-signing.key");
     await ensureWebhookSigningKeyFile(file);
@@ -275,14 +295,14 @@ describe("npm run webhooks -- add-key / retire-key with a key file it cannot use
     const retired = await tool(["retire-key", "--kid", kid]);
     expect(retired.code, retired.stderr).toBe(0);
     const last = await tool(["retire-key", "--kid", first!.jwk.kid]);
-    expect(last.code).toBe(1);
+    expect(last.code, last.stderr).toBe(1);
     expect(last.stderr).toContain("is the only key");
     expect((await stat(file)).mode & 0o777).toBe(0o600);
   });
 
   // docs/operations.md: on the local stack the tools find `.data/` themselves; `npm start` makes
   // `.data/webhook-signing.key`, and add-key answered "AGENT_WEBHOOKS_SIGNING_KEY_FILE is not set".
-  it("with no variable, add-key takes the local stack's .data/webhook-signing.key", async () => {
+  it("with no variable, add-key takes the local stack's .data/webhook-signing.key", async ({ expect }) => {
     const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-local-"));
     const file = path.join(dir, ".data", "webhook-signing.key");
     await mkdir(path.dirname(file), { recursive: true });
@@ -295,28 +315,35 @@ describe("npm run webhooks -- add-key / retire-key with a key file it cannot use
   });
 });
 
-describe("npm run webhooks -- add-key / retire-key run by root on a service user's key file", () => {
+describe("npm run webhooks -- add-key / retire-key run by root on a service user's key file", {
+  concurrent: true,
+}, () => {
   const isRoot = process.getuid?.() === 0;
-  it.skipIf(!isRoot)("keep the file's owner and group, so the origin can still read it", async () => {
-    // Mutation: rewriteKeyFile without its chown leaves the file root's (uid 0) after add-key.
-    const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-owner-"));
-    const file = path.join(dir, "webhook-signing.key");
-    await ensureWebhookSigningKeyFile(file);
-    const SERVICE = 4_242;
-    await chown(file, SERVICE, SERVICE);
-    const env = { AGENT_WEBHOOKS_SIGNING_KEY_FILE: file, LOG_LEVEL: "silent", DATABASE_URL: undefined };
-    const added = await runTool("ops/webhooks.ts", ["add-key"], { env });
-    expect(added.code, added.stderr).toBe(0);
-    const afterAdd = await stat(file);
-    expect([afterAdd.uid, afterAdd.gid, afterAdd.mode & 0o777]).toEqual([SERVICE, SERVICE, 0o600]);
-    const kid = /key (\S+) added/.exec(added.stdout)![1]!;
-    expect((await runTool("ops/webhooks.ts", ["retire-key", "--kid", kid], { env })).code).toBe(0);
-    const afterRetire = await stat(file);
-    expect([afterRetire.uid, afterRetire.gid, afterRetire.mode & 0o777]).toEqual([SERVICE, SERVICE, 0o600]);
-  });
+  it.skipIf(!isRoot)(
+    "keep the file's owner and group, so the origin can still read it",
+    async ({ expect }) => {
+      // Mutation: rewriteKeyFile without its chown leaves the file root's (uid 0) after add-key.
+      const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-owner-"));
+      const file = path.join(dir, "webhook-signing.key");
+      await ensureWebhookSigningKeyFile(file);
+      const SERVICE = 4_242;
+      await chown(file, SERVICE, SERVICE);
+      const env = { AGENT_WEBHOOKS_SIGNING_KEY_FILE: file, LOG_LEVEL: "silent", DATABASE_URL: undefined };
+      const added = await runTool("ops/webhooks.ts", ["add-key"], { env });
+      expect(added.code, added.stderr).toBe(0);
+      const afterAdd = await stat(file);
+      expect([afterAdd.uid, afterAdd.gid, afterAdd.mode & 0o777]).toEqual([SERVICE, SERVICE, 0o600]);
+      const kid = /key (\S+) added/.exec(added.stdout)![1]!;
+      expect((await runTool("ops/webhooks.ts", ["retire-key", "--kid", kid], { env })).code).toBe(0);
+      const afterRetire = await stat(file);
+      expect([afterRetire.uid, afterRetire.gid, afterRetire.mode & 0o777]).toEqual([SERVICE, SERVICE, 0o600]);
+    },
+  );
 });
 
-describe("npm run webhooks -- add-key / retire-key beside another change of the key file", () => {
+describe("npm run webhooks -- add-key / retire-key beside another change of the key file", {
+  concurrent: true,
+}, () => {
   const env = (file: string) => ({
     AGENT_WEBHOOKS_SIGNING_KEY_FILE: file,
     LOG_LEVEL: "silent",
@@ -325,7 +352,7 @@ describe("npm run webhooks -- add-key / retire-key beside another change of the 
   const kids = async (file: string): Promise<string[]> =>
     (await loadWebhookSigningKeys(file)).map((key) => key.jwk.kid).sort();
 
-  it("add-key waits for a change under way and keeps it: no key is lost", async () => {
+  it("add-key waits for a change under way and keeps it: no key is lost", async ({ expect }) => {
     // The other change is this test, through the same steps as a second add-key: it takes the
     // file, reads it, and writes its new key only after the tool has started. Without the lock the
     // tool wrote the file as it found it, then the other change wrote over it: the tool said
@@ -356,7 +383,9 @@ describe("npm run webhooks -- add-key / retire-key beside another change of the 
     expect(await readdir(dir)).toEqual(["webhook-signing.key"]);
   });
 
-  it("a lock left by a process that no longer runs is refused (1) naming it; the file is untouched", async () => {
+  it("a lock left by a process that no longer runs is refused (1) naming it; the file is untouched", async ({
+    expect,
+  }) => {
     const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-stale-"));
     const file = path.join(dir, "webhook-signing.key");
     await ensureWebhookSigningKeyFile(file);
@@ -371,7 +400,9 @@ describe("npm run webhooks -- add-key / retire-key beside another change of the 
     expect(await snapshot(dir)).toEqual(before);
   });
 
-  it("a change whose lock could not be written (a full disk) leaves no lock the next one waits on", async () => {
+  it("a change whose lock could not be written (a full disk) leaves no lock the next one waits on", async ({
+    expect,
+  }) => {
     // A write refused for real: under `ulimit -f 0` every write to a file fails (EFBIG, as ENOSPC
     // on a full disk), and the tool's first is its lock's. The lock made empty and written after
     // was left empty, and every later change waited 10 s on it and said another change ran.
@@ -402,7 +433,9 @@ describe("npm run webhooks -- add-key / retire-key beside another change of the 
     expect(await readdir(dir)).toEqual(["webhook-signing.key"]);
   });
 
-  it("an empty lock, which no change makes, is refused at once naming it; the file is untouched", async () => {
+  it("an empty lock, which no change makes, is refused at once naming it; the file is untouched", async ({
+    expect,
+  }) => {
     const dir = await mkdtemp(path.join(tmpdir(), "webhook-key-empty-"));
     const file = path.join(dir, "webhook-signing.key");
     await ensureWebhookSigningKeyFile(file);
