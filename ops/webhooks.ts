@@ -12,7 +12,7 @@
  *   rotate-secret --id ID [--overlap-hours H] prints a new secret, once; the old one signs beside
  *                                            it for H hours (24; 0 stops it at once)
  *   add-key                                  appends a new signing key to AGENT_WEBHOOKS_SIGNING_KEY_FILE
- *   retire-key --kid KID                     removes a key from it (never the last)
+ *   retire-key --kid=KID                     removes a key from it (never the last)
  * add, remove, replay and rotate-secret take an optional --reason, recorded with the change (as the console's).
  *
  * Exit codes: docs/operations.md#exit-codes-of-the-operator-tools.
@@ -54,7 +54,7 @@ const USAGE = `usage: npm run webhooks -- add --url URL --events TYPE,... [--jso
        npm run webhooks -- replay --id ID [--from EVENT_ID | --event EVENT_ID] [--reason TEXT]
        npm run webhooks -- rotate-secret --id ID [--overlap-hours H] [--json] [--reason TEXT]
        npm run webhooks -- add-key
-       npm run webhooks -- retire-key --kid KID`;
+       npm run webhooks -- retire-key --kid=KID`;
 
 async function run(argv: string[], { env }: CliContext): Promise<CliOutcome> {
   const [command, ...rest] = argv;
