@@ -90,11 +90,33 @@ describe("the event stream across a Postgres crash that loses a commit (a test-o
       }
       expect(tookBack, "a crash took a commit back in one of 5 attempts").toBe(1);
 
-      const expected = await loggedIds();
-      await stream.waitForCount(expected.length, 30_000).catch(() => {});
-      // Anything more would come with the feed's next reads.
-      await afterFeedReads([stack.origin]);
-      expect(stream.events.map((event) => event.id)).toEqual(expected);
+      // The crash is over. Every read of the feed waits until the log it saw is on disk (store.ts,
+      // untilOnDisk), which the walwriter's 3 s cycle on this cluster (the crash's window above)
+      // makes up to 3 s a read: a commit that waits for the flush flushes the log with its own, as a
+      // loaded node's commits do every few ms, so one is made every 50 ms from here on.
+      const flusher = await connect();
+      let flushing = true;
+      const flushes = (async () => {
+        while (flushing) {
+          await flusher.query("begin");
+          await flusher.query("set local synchronous_commit = on");
+          // A write of no table (it logs a message): its commit waits for the flush.
+          await flusher.query("select pg_logical_emit_message(true, 'test', 'flush')");
+          await flusher.query("commit");
+          await sleep(50);
+        }
+      })();
+      try {
+        const expected = await loggedIds();
+        await stream.waitForCount(expected.length, 30_000).catch(() => {});
+        // Anything more would come with the feed's next reads.
+        await afterFeedReads([stack.origin]);
+        expect(stream.events.map((event) => event.id)).toEqual(expected);
+      } finally {
+        flushing = false;
+        await flushes;
+        await flusher.end();
+      }
     } finally {
       stream.close();
     }

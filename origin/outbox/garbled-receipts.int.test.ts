@@ -38,8 +38,10 @@ describe("a node that garbles the ids of a batch of receipt reads (real processe
   let origin: TestOrigin;
 
   beforeAll(async () => {
-    // A dropped transfer is sent again 8 s after its last broadcast: after the garbled reads below.
-    origin = await stack.startOrigin({}, { periodMs: 100, resendAfterMs: 8_000 }, garbling.url);
+    // A dropped transfer is sent again 4 s after its last broadcast: after the garbled reads below,
+    // which end about 0.6 s after it (a resend before them would be mined, and the test would fail
+    // on the lost recipient's balance, not pass).
+    origin = await stack.startOrigin({}, { periodMs: 100, resendAfterMs: 4_000 }, garbling.url);
   }, 120_000);
 
   const statusOf = async (wallet: string): Promise<string | undefined> =>

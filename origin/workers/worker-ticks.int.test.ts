@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, type ExpectStatic, it } from "vitest";
 import { consoleSecrets } from "../../testing/console-client.ts";
 import { createTestDatabase, databaseBehindProxy, type TestDatabase } from "../../testing/database.ts";
 import { startTestOrigin, type TestOrigin } from "../../testing/origin.ts";
@@ -18,13 +18,18 @@ import { ensureWebhookSigningKeyFile } from "../webhooks/signing.ts";
 
 const secrets = consoleSecrets();
 
-describe("origin_worker_ticks_total (the identity sweep every second, its database behind a cut proxy)", () => {
+// The two blocks run beside each other, their tests each in turn: each has its own database, origin
+// and processes (the first its own database behind its own proxy, the second a money stack of its
+// own), and each reads only its own origin's metrics; the cut is of the first block's proxy only.
+describe("origin_worker_ticks_total (the identity sweep every second, its database behind a cut proxy)", {
+  concurrent: true,
+}, () => {
   let testDb: TestDatabase;
   let proxy: TcpProxy;
   let database: DatabaseHandle;
   let origin: TestOrigin;
 
-  const ticks = async (outcome: "ok" | "failed"): Promise<number> => {
+  const ticks = async (expect: ExpectStatic, outcome: "ok" | "failed"): Promise<number> => {
     const response = await fetch(`${origin.base}/metrics`, {
       headers: { authorization: `Bearer ${secrets.adminToken}` },
     });
@@ -53,21 +58,23 @@ describe("origin_worker_ticks_total (the identity sweep every second, its databa
     await testDb?.drop();
   });
 
-  it("counts a worker's ticks by outcome: ok while its database answers, failed while it is gone, ok again after", async () => {
-    await expect.poll(() => ticks("ok")).toBeGreaterThanOrEqual(2);
-    expect(await ticks("failed")).toBe(0);
+  it.sequential("counts a worker's ticks by outcome: ok while its database answers, failed while it is gone, ok again after", async ({
+    expect,
+  }) => {
+    await expect.poll(() => ticks(expect, "ok")).toBeGreaterThanOrEqual(2);
+    expect(await ticks(expect, "failed")).toBe(0);
 
     proxy.cut("reset");
     try {
-      await expect.poll(() => ticks("failed")).toBeGreaterThanOrEqual(2);
+      await expect.poll(() => ticks(expect, "failed")).toBeGreaterThanOrEqual(2);
     } finally {
       proxy.restore();
     }
-    const okBefore = await ticks("ok");
-    await expect.poll(() => ticks("ok")).toBeGreaterThanOrEqual(okBefore + 2);
+    const okBefore = await ticks(expect, "ok");
+    await expect.poll(() => ticks(expect, "ok")).toBeGreaterThanOrEqual(okBefore + 2);
   });
 
-  it("names only the workers the origin started", async () => {
+  it.sequential("names only the workers the origin started", async ({ expect }) => {
     const response = await fetch(`${origin.base}/metrics`, {
       headers: { authorization: `Bearer ${secrets.adminToken}` },
     });
@@ -84,7 +91,7 @@ describe("origin_worker_ticks_total (the identity sweep every second, its databa
 // capability's workers as a node runs them (the real enclave, devnet and database). The key-pool
 // refill and the webhooks' fan-out and delivery were missing: the capabilities wrapped their loops
 // (to add to their stop) and the wrappers did not pass the ticks on.
-describe("origin_worker_ticks_total on an origin running every worker", () => {
+describe("origin_worker_ticks_total on an origin running every worker", { concurrent: true }, () => {
   const EVERY_CAPABILITY: readonly CapabilityName[] = [
     "health",
     "console",
@@ -125,7 +132,9 @@ describe("origin_worker_ticks_total on an origin running every worker", () => {
     env: { ...secrets.env, AGENT_WEBHOOKS_SIGNING_KEY_FILE: path.join(keyDir, "webhook.key") },
   }));
 
-  it("counts the ticks of every loop the operations guide names, each ending its first", async () => {
+  it.sequential("counts the ticks of every loop the operations guide names, each ending its first", async ({
+    expect,
+  }) => {
     const ended = async (): Promise<Record<string, number>> => {
       const response = await fetch(`${origin.base}/metrics`, {
         headers: { authorization: `Bearer ${secrets.adminToken}` },
@@ -149,7 +158,9 @@ describe("origin_worker_ticks_total on an origin running every worker", () => {
 
   // A sweep (sending stuck transactions again, ending expired holds) runs on one tick in several:
   // a tracker whose ticks go on but whose sweeps never come round is seen in its own series.
-  it("counts the tracker's sweeps apart from its ticks (origin_worker_sweeps_total), fewer than its ticks and growing", async () => {
+  it.sequential("counts the tracker's sweeps apart from its ticks (origin_worker_sweeps_total), fewer than its ticks and growing", async ({
+    expect,
+  }) => {
     const read = async (): Promise<{ ticks: number; sweeps: number }> => {
       const response = await fetch(`${origin.base}/metrics`, {
         headers: { authorization: `Bearer ${secrets.adminToken}` },

@@ -23,8 +23,10 @@ import { X402_REASONS } from "../reasons.ts";
 // (X402_SETTLE_BEYOND_RECEIPT_MS; config.test.ts holds the sum). Here that margin is shown at a
 // smaller scale, so the file does not wait 90 s: a receipt wait of RECEIPT_WAIT_MS, and the
 // official client, unchanged but for its timeout, given that wait plus the margin. Every part
-// real: the devnet holds its blocks back.
-const RECEIPT_WAIT_MS = 4_000;
+// real: the devnet holds its blocks back. The wait is long enough that the second presentation
+// comes while the first still waits (it comes once the first's claim is committed, before its
+// broadcast and wait begin); the margin is the real one.
+const RECEIPT_WAIT_MS = 2_000;
 const stack = useMoneyStack(
   {
     x402: { amountUnits: 10_000n, payTo: newAccount().address.toLowerCase() as Address },
