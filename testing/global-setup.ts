@@ -12,7 +12,7 @@ import { connectDatabase } from "../origin/db/client.ts";
 import { startEmbeddedPostgres } from "../origin/db/embedded.ts";
 import { migrateDatabase } from "../origin/db/migrate.ts";
 import { freePort } from "./free-port.ts";
-import { SINK_ENV, scanSink } from "./secret-sink.ts";
+import { recordSecret, SINK_ENV, scanSink } from "./secret-sink.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -58,6 +58,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // here (secret-sink.ts), and the run fails at the end if a secret or a token is found in any of it.
   const sinkDir = await mkdtemp(path.join(tmpdir(), "agents-test-sink-"));
   process.env[SINK_ENV] = sinkDir;
+  // The cluster's password is in every DATABASE_URL the tests hand an origin or a tool: an error
+  // that printed the URL would print it.
+  const password = decodeURIComponent(new URL(adminUrl).password);
+  if (password) recordSecret(password);
 
   // `npm start` keeps its state in the checkout's `.data`; a test's process must keep its own in
   // its folders. One that fell back on the defaults wrote key backups there, and under root a
