@@ -29,6 +29,7 @@ const VIEWPORTS = [
   { name: "desktop", width: 1280, height: 800 },
   { name: "phone", width: 390, height: 844 },
 ] as const;
+const BESIDE = { concurrent: true } as const;
 const PAGES = ["overview", "agents", "actions", "settlements", "registration", "keys", "audit", "webhooks"];
 
 describe("an operator's day in the console (real stack, real Chromium)", { timeout: 300_000 }, () => {
@@ -104,119 +105,137 @@ describe("an operator's day in the console (real stack, real Chromium)", { timeo
     });
   const shown = (page: Page, name: string) => page.locator(`main section[data-page="${name}"]`).waitFor();
 
-  for (const viewport of VIEWPORTS) {
-    it(`on a ${viewport.name}: finds the agent by wallet, reads its refusal, disables it, finds the settlement by hash`, async () => {
-      // The agent starts enabled on each viewport (the desktop's walk disabled it).
-      await consoleCalls(stack.origin.base, { admin: secrets.adminToken, change: secrets.changeToken }).post(
-        "/registration/identity",
-        { agent_id: agent.agentId, action: "enable", reason: "the walk starts again" },
-      );
-      expect(await agentStatus()).toBe(200);
-      const page = await context.newPage();
-      await page.setViewportSize(viewport);
-      const problems = recordPageProblems(page);
-      await signIn(page);
+  // The walks go in turn (each enables the one agent, disables it, and counts the audit's disables
+  // so far). axe-core's reads run beside them, in turn with each other (both at once beside a walk
+  // load the one Chromium past what it gains), on pages of their own in the other context: they
+  // change nothing, and assert nothing of the agent's state or the audit.
+  describe("walks", BESIDE, () => {
+    for (const viewport of VIEWPORTS) {
+      it.sequential(`on a ${viewport.name}: finds the agent by wallet, reads its refusal, disables it, finds the settlement by hash`, async ({
+        expect,
+      }) => {
+        // The agent starts enabled on each viewport (the desktop's walk disabled it).
+        await consoleCalls(stack.origin.base, {
+          admin: secrets.adminToken,
+          change: secrets.changeToken,
+        }).post("/registration/identity", {
+          agent_id: agent.agentId,
+          action: "enable",
+          reason: "the walk starts again",
+        });
+        expect(await agentStatus()).toBe(200);
+        const page = await context.newPage();
+        await page.setViewportSize(viewport);
+        const problems = recordPageProblems(page);
+        await signIn(page);
 
-      // Find the agent by its wallet: the search lands on its page.
-      await page.fill("#search", agent.wallet);
-      await page.click("#search-form button[type=submit]");
-      await page.waitForURL(`**/admin/agents#/agents/${agent.agentId}`);
-      await shown(page, "agent");
-      await expect.poll(() => page.textContent("#agent-identity")).toContain(agent.wallet.toLowerCase());
-      expect(await page.textContent('#agent-identity dd[data-key="key batch"]')).toContain("drilled");
-      // Why its last transfer was refused: the rule and what remained, as the gateway said.
-      const why = (await page.textContent("#agent-last-refusal"))!;
-      expect(why).toContain("transfer of 2500000 units");
-      expect(why).toContain("policy_denied, rule transfers.daily_units");
-      expect(why).toContain(`(${refusal.remaining} remaining)`);
-      expect(
-        await page.locator("#agent-detail tr", { hasText: "transfers.daily_units" }).textContent(),
-      ).toContain("3000000");
-      await page.screenshot({ path: path.join(ARTIFACTS, `agent-${viewport.name}.png`), fullPage: true });
+        // Find the agent by its wallet: the search lands on its page.
+        await page.fill("#search", agent.wallet);
+        await page.click("#search-form button[type=submit]");
+        await page.waitForURL(`**/admin/agents#/agents/${agent.agentId}`);
+        await shown(page, "agent");
+        await expect.poll(() => page.textContent("#agent-identity")).toContain(agent.wallet.toLowerCase());
+        expect(await page.textContent('#agent-identity dd[data-key="key batch"]')).toContain("drilled");
+        // Why its last transfer was refused: the rule and what remained, as the gateway said.
+        const why = (await page.textContent("#agent-last-refusal"))!;
+        expect(why).toContain("transfer of 2500000 units");
+        expect(why).toContain("policy_denied, rule transfers.daily_units");
+        expect(why).toContain(`(${refusal.remaining} remaining)`);
+        expect(
+          await page.locator("#agent-detail tr", { hasText: "transfers.daily_units" }).textContent(),
+        ).toContain("3000000");
+        await page.screenshot({ path: path.join(ARTIFACTS, `agent-${viewport.name}.png`), fullPage: true });
 
-      // Disable it, there: the confirmation beside the button; its next request is refused.
-      await page.fill("#agent-change-reason", "refused transfers, looking into it");
-      await page.click("#agent-change-submit");
-      await expect
-        .poll(() => page.textContent("#agent-change-message"))
-        .toBe("Disabled: applies at the agent's next request.");
-      expect(await page.textContent("#agent-identity")).toContain(
-        "disabled (operator: refused transfers, looking into it)",
-      );
-      expect(await agentStatus()).toBe(401);
+        // Disable it, there: the confirmation beside the button; its next request is refused.
+        await page.fill("#agent-change-reason", "refused transfers, looking into it");
+        await page.click("#agent-change-submit");
+        await expect
+          .poll(() => page.textContent("#agent-change-message"))
+          .toBe("Disabled: applies at the agent's next request.");
+        expect(await page.textContent("#agent-identity")).toContain(
+          "disabled (operator: refused transfers, looking into it)",
+        );
+        expect(await agentStatus()).toBe(401);
 
-      // Find the settlement by its transaction hash.
-      await page.fill("#search", settlement.tx_hash);
-      await page.click("#search-form button[type=submit]");
-      await page.waitForURL(`**/admin/agents#/settlements/${settlement.id}`);
-      await expect.poll(() => page.textContent("#settlement-fields")).toContain(settlement.tx_hash);
-      expect(await page.textContent('#settlement-fields dd[data-key="state"]')).toBe("settled");
-      // The back button returns to the agent's page.
-      await page.goBack();
-      await page.waitForURL(`**/admin/agents#/agents/${agent.agentId}`);
-      await shown(page, "agent");
+        // Find the settlement by its transaction hash.
+        await page.fill("#search", settlement.tx_hash);
+        await page.click("#search-form button[type=submit]");
+        await page.waitForURL(`**/admin/agents#/settlements/${settlement.id}`);
+        await expect.poll(() => page.textContent("#settlement-fields")).toContain(settlement.tx_hash);
+        expect(await page.textContent('#settlement-fields dd[data-key="state"]')).toBe("settled");
+        // The back button returns to the agent's page.
+        await page.goBack();
+        await page.waitForURL(`**/admin/agents#/agents/${agent.agentId}`);
+        await shown(page, "agent");
 
-      // No page scrolls sideways on this viewport; each is captured.
-      for (const name of PAGES) {
-        await page.click(`#nav a[data-page="${name}"]`);
-        await shown(page, name);
-        await page.waitForLoadState("networkidle");
-        const widths = (await page.evaluate(
-          "({ page: document.documentElement.scrollWidth, viewport: window.innerWidth })",
-        )) as { page: number; viewport: number };
-        expect(widths.page, name).toBeLessThanOrEqual(widths.viewport);
-        // Opened after the disable, the audit lists it: each page reads its data when it opens.
-        if (name === "audit") {
-          expect(
-            await page.locator("#audit tr", { hasText: "refused transfers, looking into it" }).count(),
-          ).toBe(viewport.name === "desktop" ? 1 : 2);
+        // No page scrolls sideways on this viewport; each is captured.
+        for (const name of PAGES) {
+          await page.click(`#nav a[data-page="${name}"]`);
+          await shown(page, name);
+          await page.waitForLoadState("networkidle");
+          const widths = (await page.evaluate(
+            "({ page: document.documentElement.scrollWidth, viewport: window.innerWidth })",
+          )) as { page: number; viewport: number };
+          expect(widths.page, name).toBeLessThanOrEqual(widths.viewport);
+          // Opened after the disable, the audit lists it: each page reads its data when it opens.
+          if (name === "audit") {
+            expect(
+              await page.locator("#audit tr", { hasText: "refused transfers, looking into it" }).count(),
+            ).toBe(viewport.name === "desktop" ? 1 : 2);
+          }
+          if (viewport.name === "desktop" || name === "overview") {
+            await page.screenshot({
+              path: path.join(ARTIFACTS, `${name}-${viewport.name}.png`),
+              fullPage: true,
+            });
+          }
         }
-        if (viewport.name === "desktop" || name === "overview") {
-          await page.screenshot({
-            path: path.join(ARTIFACTS, `${name}-${viewport.name}.png`),
-            fullPage: true,
-          });
+
+        // The page holds nothing of its own, and the browser reported nothing.
+        const kept = await page.evaluate(`(async () => ({
+          local: localStorage.length,
+          session: sessionStorage.length,
+          cookie: document.cookie,
+          databases: (await indexedDB.databases()).length,
+        }))()`);
+        expect(kept).toEqual({ local: 0, session: 0, cookie: "", databases: 0 });
+        expect(await context.cookies()).toEqual([]);
+        expect(problems).toEqual([]);
+        await page.close();
+      });
+    }
+  });
+
+  describe("axe-core", BESIDE, () => {
+    for (const viewport of VIEWPORTS) {
+      it.sequential(`on a ${viewport.name}: axe-core finds no serious or critical violation on any page`, async ({
+        expect,
+      }) => {
+        const page = await axeContext.newPage();
+        await page.setViewportSize(viewport);
+        await page.goto(`${stack.origin.base}/admin/agents`);
+        const serious = async (where: string): Promise<string[]> => {
+          await page.addScriptTag({ content: AXE });
+          const found =
+            (await page.evaluate(`axe.run(document, { resultTypes: ["violations"] }).then((result) =>
+            result.violations.filter((v) => v.impact === "serious" || v.impact === "critical")
+              .map((v) => v.id + ": " + v.nodes.map((n) => n.target.join(" ")).join(", ")))`)) as string[];
+          return found.map((line) => `${where}: ${line}`);
+        };
+        const violations = await serious("sign-in");
+        await signIn(page, `#/agents/${agent.agentId}`);
+        await shown(page, "agent");
+        await page.locator("#agent-identity").waitFor();
+        violations.push(...(await serious("agent")));
+        for (const name of PAGES) {
+          await page.click(`#nav a[data-page="${name}"]`);
+          await shown(page, name);
+          await page.waitForLoadState("networkidle");
+          violations.push(...(await serious(name)));
         }
-      }
-
-      // The page holds nothing of its own, and the browser reported nothing.
-      const kept = await page.evaluate(`(async () => ({
-        local: localStorage.length,
-        session: sessionStorage.length,
-        cookie: document.cookie,
-        databases: (await indexedDB.databases()).length,
-      }))()`);
-      expect(kept).toEqual({ local: 0, session: 0, cookie: "", databases: 0 });
-      expect(await context.cookies()).toEqual([]);
-      expect(problems).toEqual([]);
-      await page.close();
-    });
-
-    it(`on a ${viewport.name}: axe-core finds no serious or critical violation on any page`, async () => {
-      const page = await axeContext.newPage();
-      await page.setViewportSize(viewport);
-      await page.goto(`${stack.origin.base}/admin/agents`);
-      const serious = async (where: string): Promise<string[]> => {
-        await page.addScriptTag({ content: AXE });
-        const found =
-          (await page.evaluate(`axe.run(document, { resultTypes: ["violations"] }).then((result) =>
-          result.violations.filter((v) => v.impact === "serious" || v.impact === "critical")
-            .map((v) => v.id + ": " + v.nodes.map((n) => n.target.join(" ")).join(", ")))`)) as string[];
-        return found.map((line) => `${where}: ${line}`);
-      };
-      const violations = await serious("sign-in");
-      await signIn(page, `#/agents/${agent.agentId}`);
-      await shown(page, "agent");
-      await page.locator("#agent-identity").waitFor();
-      violations.push(...(await serious("agent")));
-      for (const name of PAGES) {
-        await page.click(`#nav a[data-page="${name}"]`);
-        await shown(page, name);
-        await page.waitForLoadState("networkidle");
-        violations.push(...(await serious(name)));
-      }
-      expect(violations).toEqual([]);
-      await page.close();
-    });
-  }
+        expect(violations).toEqual([]);
+        await page.close();
+      });
+    }
+  });
 });
