@@ -29,7 +29,13 @@ describe("the agent's event stream through the edge (real stack)", () => {
   let edge: EdgeHandle;
   /** Between the client and the edge: cutting it drops the stream's connection. */
   let link: TcpProxy;
-  const eventsUrl = () => `${link.url}/77/agent/v1/events`;
+  const eventsUrl = (through: TcpProxy = link) => `${through.url}/77/agent/v1/events`;
+  /** A link of the test's own, to cut without dropping the streams of the tests beside it. */
+  const ownLink = async (onTestFinished: (fn: () => Promise<void>) => void): Promise<TcpProxy> => {
+    const own = await startTcpProxy(edge.url);
+    onTestFinished(() => own.close());
+    return own;
+  };
 
   beforeAll(async () => {
     stack = await startMoneyStack({ env: { AGENT_EDGE_SHARED_SECRET: EDGE_SECRET } });
@@ -45,41 +51,7 @@ describe("the agent's event stream through the edge (real stack)", () => {
     await rpc?.close();
   });
 
-  it("a stream with no event yet tells its client it is open at once, before any event or ping", async () => {
-    const agent = await stack.newAgent();
-    // A real EventSource: its `open` comes when the response does.
-    const openedAt = Date.now();
-    const stream = followEvents({ url: eventsUrl(), token: agent.token });
-    // A plain fetch: it resolves with the headers, and the first bytes are there to read.
-    const connection = new AbortController();
-    try {
-      // Mutation: a stream whose first bytes wait for an event or the ping (every 15 s) fails
-      // both: the edge hands the client its response only with the body's first chunk.
-      await stream.waitForOpen(OPENS_WITHIN_MS);
-      expect(Date.now() - openedAt).toBeLessThan(OPENS_WITHIN_MS);
-      const fetchedAt = Date.now();
-      const response = await Promise.race([
-        fetch(eventsUrl(), {
-          headers: { authorization: `Bearer ${agent.token}`, accept: "text/event-stream" },
-          signal: connection.signal,
-        }),
-        sleep(OPENS_WITHIN_MS).then(() => undefined),
-      ]);
-      expect(response, `no response in ${OPENS_WITHIN_MS} ms`).toBeDefined();
-      expect(Date.now() - fetchedAt).toBeLessThan(OPENS_WITHIN_MS);
-      expect(response!.status).toBe(200);
-      expect(response!.headers.get("content-type")).toMatch(/^text\/event-stream/);
-      // What came is a comment line, which every Server-Sent Events client skips: no event.
-      const first = await response!.body!.getReader().read();
-      expect(new TextDecoder().decode(first.value)).toMatch(/^:[^\n]*\n\n/);
-      expect(stream.events).toEqual([]);
-    } finally {
-      connection.abort();
-      stream.close();
-    }
-  });
-
-  it("a transfer's requested, signed, submitted and confirmed arrive in order, and only the agent's own", async () => {
+  it.sequential("a transfer's requested, signed, submitted and confirmed arrive in order, and only the agent's own", async () => {
     const [agent, other] = await stack.newAgents(2, { units: 10_000_000n });
     const stream = followEvents({ url: eventsUrl(), token: agent!.token });
     const otherStream = followEvents({ url: eventsUrl(), token: other!.token });
@@ -132,119 +104,170 @@ describe("the agent's event stream through the edge (real stack)", () => {
     }
   });
 
-  it("after a dropped connection the client resumes with its last id: nothing lost, nothing repeated", async () => {
-    const agent = await stack.newAgent({ units: 20_000_000n });
-    const stream = followEvents({ url: eventsUrl(), token: agent.token });
-    const calls = agentCalls(stack.origin.base, agent.token);
-    try {
-      await stream.waitForOpen();
-      const before: string[] = [];
-      for (let i = 0; i < 3; i++) {
+  // The others run beside each other once it is done: each its own agent, reading only its own
+  // events; the two that cut their client's connection cut a link of their own. The test above
+  // stops both origins' trackers and withholds the chain's receipts, so it goes alone.
+  describe("beside each other", { concurrent: true }, () => {
+    it("a stream with no event yet tells its client it is open at once, before any event or ping", async ({
+      expect,
+    }) => {
+      const agent = await stack.newAgent();
+      // A real EventSource: its `open` comes when the response does.
+      const openedAt = Date.now();
+      const stream = followEvents({ url: eventsUrl(), token: agent.token });
+      // A plain fetch: it resolves with the headers, and the first bytes are there to read.
+      const connection = new AbortController();
+      try {
+        // Mutation: a stream whose first bytes wait for an event or the ping (every 15 s) fails
+        // both: the edge hands the client its response only with the body's first chunk.
+        await stream.waitForOpen(OPENS_WITHIN_MS);
+        expect(Date.now() - openedAt).toBeLessThan(OPENS_WITHIN_MS);
+        const fetchedAt = Date.now();
+        const response = await Promise.race([
+          fetch(eventsUrl(), {
+            headers: { authorization: `Bearer ${agent.token}`, accept: "text/event-stream" },
+            signal: connection.signal,
+          }),
+          sleep(OPENS_WITHIN_MS).then(() => undefined),
+        ]);
+        expect(response, `no response in ${OPENS_WITHIN_MS} ms`).toBeDefined();
+        expect(Date.now() - fetchedAt).toBeLessThan(OPENS_WITHIN_MS);
+        expect(response!.status).toBe(200);
+        expect(response!.headers.get("content-type")).toMatch(/^text\/event-stream/);
+        // What came is a comment line, which every Server-Sent Events client skips: no event.
+        const first = await response!.body!.getReader().read();
+        expect(new TextDecoder().decode(first.value)).toMatch(/^:[^\n]*\n\n/);
+        expect(stream.events).toEqual([]);
+      } finally {
+        connection.abort();
+        stream.close();
+      }
+    });
+
+    it("after a dropped connection the client resumes with its last id: nothing lost, nothing repeated", async ({
+      expect,
+      onTestFinished,
+    }) => {
+      const agent = await stack.newAgent({ units: 20_000_000n });
+      const mine = await ownLink(onTestFinished);
+      const stream = followEvents({ url: eventsUrl(mine), token: agent.token });
+      const calls = agentCalls(stack.origin.base, agent.token);
+      try {
+        await stream.waitForOpen();
+        const before: string[] = [];
+        for (let i = 0; i < 3; i++) {
+          const sent = await calls.transfer({
+            idempotency_key: newKey(),
+            to: newAccount().address,
+            amount: "1000",
+          });
+          before.push((sent.body as ActionView).action_id);
+        }
+        await stream.waitForCount(3);
+        // The link drops; events keep being written while the client is away.
+        mine.cut("reset");
+        const during: string[] = [];
+        for (let i = 0; i < 3; i++) {
+          const sent = await calls.transfer({
+            idempotency_key: newKey(),
+            to: newAccount().address,
+            amount: "1000",
+          });
+          during.push((sent.body as ActionView).action_id);
+        }
+        for (const id of [...before, ...during]) await calls.settled(id);
+        mine.restore();
+        // Each transfer: requested, signed, confirmed (the devnet mines on arrival).
+        await stream.waitForCount(18, 30_000);
+        await sleep(1_500);
+        expect(stream.errors()).toBeGreaterThanOrEqual(1);
+        const ids = stream.events.map((event) => event.id);
+        expect(new Set(ids).size).toBe(ids.length);
+        expect(ids.length).toBe(18);
+        for (const id of [...before, ...during]) {
+          expect(stream.ofAction(id).map((event) => event.type)).toEqual([
+            "action.requested",
+            "action.signed",
+            "action.confirmed",
+          ]);
+        }
+      } finally {
+        mine.restore();
+        stream.close();
+      }
+    });
+
+    it("an EventSource opened from now whose connection drops before its first event resumes where it started", async ({
+      expect,
+      onTestFinished,
+    }) => {
+      const agent = await stack.newAgent({ units: 10_000_000n });
+      const calls = agentCalls(stack.origin.base, agent.token);
+      // History: the agent's log holds events before the stream's start, none of which it replays.
+      const before = await calls.transfer({
+        idempotency_key: newKey(),
+        to: newAccount().address,
+        amount: "1000",
+      });
+      await calls.settled((before.body as ActionView).action_id);
+      // From now is from the log's horizon, the cluster's oldest running transaction, and another
+      // file's on the suite's shared cluster can hold it back: the history's events would then come
+      // as the exception docs/events.md names (a transaction that ended while an older one ran).
+      await untilEventsServable(stack.db.handle.db);
+      const mine = await ownLink(onTestFinished);
+      const stream = followEvents({ url: eventsUrl(mine), token: agent.token });
+      try {
+        await stream.waitForOpen();
+        // The link drops before any event; a transfer is written while the client is away.
+        mine.cut("reset");
         const sent = await calls.transfer({
           idempotency_key: newKey(),
           to: newAccount().address,
           amount: "1000",
         });
-        before.push((sent.body as ActionView).action_id);
-      }
-      await stream.waitForCount(3);
-      // The link drops; events keep being written while the client is away.
-      link.cut("reset");
-      const during: string[] = [];
-      for (let i = 0; i < 3; i++) {
-        const sent = await calls.transfer({
-          idempotency_key: newKey(),
-          to: newAccount().address,
-          amount: "1000",
-        });
-        during.push((sent.body as ActionView).action_id);
-      }
-      for (const id of [...before, ...during]) await calls.settled(id);
-      link.restore();
-      // Each transfer: requested, signed, confirmed (the devnet mines on arrival).
-      await stream.waitForCount(18, 30_000);
-      await sleep(1_500);
-      expect(stream.errors()).toBeGreaterThanOrEqual(1);
-      const ids = stream.events.map((event) => event.id);
-      expect(new Set(ids).size).toBe(ids.length);
-      expect(ids.length).toBe(18);
-      for (const id of [...before, ...during]) {
-        expect(stream.ofAction(id).map((event) => event.type)).toEqual([
+        const actionId = (sent.body as ActionView).action_id;
+        await calls.settled(actionId);
+        mine.restore();
+        // Mutation: with no id before the first event, the EventSource reconnects with no
+        // Last-Event-ID, "from now", after the transfer, and this waits in vain.
+        await stream.waitForCount(3, 30_000);
+        await afterFeedReads([origin]);
+        expect(stream.errors()).toBeGreaterThanOrEqual(1);
+        expect(stream.events).toHaveLength(3);
+        expect(stream.ofAction(actionId).map((event) => event.type)).toEqual([
           "action.requested",
           "action.signed",
           "action.confirmed",
         ]);
+      } finally {
+        mine.restore();
+        stream.close();
       }
-    } finally {
-      link.restore();
-      stream.close();
-    }
-  });
-
-  it("an EventSource opened from now whose connection drops before its first event resumes where it started", async () => {
-    const agent = await stack.newAgent({ units: 10_000_000n });
-    const calls = agentCalls(stack.origin.base, agent.token);
-    // History: the agent's log holds events before the stream's start, none of which it replays.
-    const before = await calls.transfer({
-      idempotency_key: newKey(),
-      to: newAccount().address,
-      amount: "1000",
     });
-    await calls.settled((before.body as ActionView).action_id);
-    // From now is from the log's horizon, the cluster's oldest running transaction, and another
-    // file's on the suite's shared cluster can hold it back: the history's events would then come
-    // as the exception docs/events.md names (a transaction that ended while an older one ran).
-    await untilEventsServable(stack.db.handle.db);
-    const stream = followEvents({ url: eventsUrl(), token: agent.token });
-    try {
-      await stream.waitForOpen();
-      // The link drops before any event; a transfer is written while the client is away.
-      link.cut("reset");
-      const sent = await calls.transfer({
-        idempotency_key: newKey(),
-        to: newAccount().address,
-        amount: "1000",
-      });
-      const actionId = (sent.body as ActionView).action_id;
-      await calls.settled(actionId);
-      link.restore();
-      // Mutation: with no id before the first event, the EventSource reconnects with no
-      // Last-Event-ID, "from now", after the transfer, and this waits in vain.
-      await stream.waitForCount(3, 30_000);
-      await afterFeedReads([origin]);
-      expect(stream.errors()).toBeGreaterThanOrEqual(1);
-      expect(stream.events).toHaveLength(3);
-      expect(stream.ofAction(actionId).map((event) => event.type)).toEqual([
-        "action.requested",
-        "action.signed",
-        "action.confirmed",
-      ]);
-    } finally {
-      link.restore();
-      stream.close();
-    }
-  });
 
-  it("an event written through a second origin on the same database arrives on a stream held by the first", async () => {
-    const agent = await stack.newAgent({ units: 5_000_000n });
-    const stream = followEvents({ url: eventsUrl(), token: agent.token });
-    try {
-      await stream.waitForOpen();
-      // stack.origin is another origin on the same database; the stream is held by `origin`.
-      const sent = await agentCalls(stack.origin.base, agent.token).transfer({
-        idempotency_key: newKey(),
-        to: newAccount().address,
-        amount: "1000",
-      });
-      const actionId = (sent.body as ActionView).action_id;
-      await stream.waitForCount(3);
-      expect(stream.events.map((event) => [event.type, event.body.data.action_id])).toEqual([
-        ["action.requested", actionId],
-        ["action.signed", actionId],
-        ["action.confirmed", actionId],
-      ]);
-    } finally {
-      stream.close();
-    }
+    it("an event written through a second origin on the same database arrives on a stream held by the first", async ({
+      expect,
+    }) => {
+      const agent = await stack.newAgent({ units: 5_000_000n });
+      const stream = followEvents({ url: eventsUrl(), token: agent.token });
+      try {
+        await stream.waitForOpen();
+        // stack.origin is another origin on the same database; the stream is held by `origin`.
+        const sent = await agentCalls(stack.origin.base, agent.token).transfer({
+          idempotency_key: newKey(),
+          to: newAccount().address,
+          amount: "1000",
+        });
+        const actionId = (sent.body as ActionView).action_id;
+        await stream.waitForCount(3);
+        expect(stream.events.map((event) => [event.type, event.body.data.action_id])).toEqual([
+          ["action.requested", actionId],
+          ["action.signed", actionId],
+          ["action.confirmed", actionId],
+        ]);
+      } finally {
+        stream.close();
+      }
+    });
   });
 });
