@@ -75,6 +75,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
   return async () => {
     const leaks = scanSink(sinkDir);
     await rm(sinkDir, { recursive: true, force: true });
+    // Stopped before either finding fails the run: a run that found a leak left its cluster running.
+    await adminQuery(adminUrl, `drop database if exists "${template}" with (force)`).catch(() => {});
+    await closeAdminClients();
+    await stopEmbedded?.();
+    if (tempDir) await rm(tempDir, { recursive: true, force: true });
     if (leaks.length > 0) {
       throw new Error(
         `secret scan: ${leaks.length} secret(s) or token(s) in the run's logs or error bodies:\n` +
@@ -84,10 +89,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
             .join("\n"),
       );
     }
-    await adminQuery(adminUrl, `drop database if exists "${template}" with (force)`).catch(() => {});
-    await closeAdminClients();
-    await stopEmbedded?.();
-    if (tempDir) await rm(tempDir, { recursive: true, force: true });
     if (!dataBefore && existsSync(checkoutData)) {
       throw new Error(
         `the run wrote the checkout's .data (${readdirSync(checkoutData).join(", ")}), where npm start ` +
